@@ -1,0 +1,1 @@
+"""The herdr backend of mam: built in, and the default."""

@@ -1,0 +1,164 @@
+"""Driving herdr's CLI (reference/herdr.md). Every call names its session with `--session NAME`, first."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from typing import Any
+
+from mam import runner
+from mam.model import (
+    Agent,
+    BootstrapContext,
+    BootstrapResult,
+    CallContext,
+    CommandResult,
+    ErrorKind,
+    Failure,
+    ServerError,
+)
+
+EXECUTABLE = "herdr"
+POLL_INTERVAL = 0.05
+
+
+def _argv(server: str, *args: str) -> list[str]:
+    # An explicit --session beats $HERDR_SOCKET_PATH and $HERDR_SESSION; it always comes first.
+    return [EXECUTABLE, "--session", server, *args]
+
+
+def _opt_str(entry: dict[str, Any], key: str) -> str | None:
+    value = entry.get(key)
+    return value if isinstance(value, str) else None
+
+
+def parse_agent_list(stdout: str) -> tuple[Agent, ...]:
+    """Parse `agent list`'s one-line envelope. Raises ValueError on anything else. Names are data."""
+    envelope = json.loads(stdout)
+    if not isinstance(envelope, dict) or not isinstance(envelope.get("result"), dict):
+        raise ValueError("no `result` object in the answer")
+    result = envelope["result"]
+    if result.get("type") != "agent_list" or not isinstance(result.get("agents"), list):
+        raise ValueError(f"expected an agent_list result, got type {result.get('type')!r}")
+    agents = []
+    for entry in result["agents"]:
+        if not isinstance(entry, dict):
+            raise ValueError("an agent entry is not an object")
+        agents.append(Agent(name=_opt_str(entry, "name"), agent=_opt_str(entry, "agent"),
+                            state=_opt_str(entry, "agent_status"), cwd=_opt_str(entry, "cwd"),
+                            pane_id=_opt_str(entry, "pane_id")))
+    return tuple(agents)
+
+
+def structured_error(stderr: str) -> dict[str, Any] | None:
+    """herdr's error envelope, when stderr is exactly one JSON object with an `error.code` string."""
+    text = stderr.strip()
+    if not text or "\n" in text:
+        return None
+    try:
+        envelope = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(envelope, dict):
+        return None
+    error = envelope.get("error")
+    if not isinstance(error, dict) or not isinstance(error.get("code"), str):
+        return None
+    return error
+
+
+def parse_session_list(stdout: str) -> dict[str, bool]:
+    """`session list --json`: session name -> running."""
+    document = json.loads(stdout)
+    sessions = document.get("sessions") if isinstance(document, dict) else None
+    if not isinstance(sessions, list):
+        raise ValueError("no `sessions` list in the answer")
+    running: dict[str, bool] = {}
+    for entry in sessions:
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+            raise ValueError("a session entry has no name")
+        running[entry["name"]] = entry.get("running") is True
+    return running
+
+
+class HerdrBackend:
+    name = "herdr"
+
+    def list_agents(self, server: str, ctx: CallContext) -> tuple[Agent, ...] | Failure:
+        result = runner.run(_argv(server, "agent", "list"), timeout=ctx.timeout, env=ctx.env)
+        if result.returncode != 0:
+            return Failure(self.name, server, result)
+        try:
+            return parse_agent_list(result.stdout)
+        except ValueError as exc:
+            return Failure(self.name, server, result, parse_error=str(exc))
+
+    def classify(self, failure: Failure) -> ServerError | None:
+        result = failure.result
+        if result.returncode in (None, 0):
+            return None
+        error = structured_error(result.stderr)
+        if error is None:
+            return None  # plain text, an empty stderr, a raw Rust error: not herdr's signal, so not "down"
+        code, message = error["code"], error.get("message")
+        detail = f"herdr {code}" + (f": {message}" if isinstance(message, str) and message else "")
+        if code == "server_not_running" and result.returncode == 1 and not result.stdout.strip():
+            return ServerError(ErrorKind.SERVER_DOWN, detail)
+        if code == "protocol_mismatch":
+            return ServerError(ErrorKind.PROTOCOL_MISMATCH,
+                               detail + " (restart the server or upgrade herdr so both speak one protocol)")
+        return ServerError(ErrorKind.UNKNOWN, detail)
+
+    def version(self, ctx: CallContext) -> str | None:
+        result = runner.run([EXECUTABLE, "--version"], timeout=ctx.timeout, env=ctx.env)
+        if result.returncode != 0:
+            return None
+        return result.stdout.strip().splitlines()[0] if result.stdout.strip() else None
+
+    def _running(self, server: str, ctx: BootstrapContext) -> bool | Failure:
+        # `session list --json` never contacts a server, so probing cannot start or disturb one.
+        result = runner.run([EXECUTABLE, "session", "list", "--json"], timeout=ctx.timeout, env=ctx.env,
+                            cwd=str(ctx.cwd))
+        if result.returncode != 0:
+            return Failure(self.name, server, result)
+        try:
+            return parse_session_list(result.stdout).get(server, False)
+        except ValueError as exc:
+            return Failure(self.name, server, result, parse_error=str(exc))
+
+    def bootstrap(self, server: str, ctx: BootstrapContext) -> BootstrapResult:
+        running = self._running(server, ctx)
+        if isinstance(running, Failure):
+            return BootstrapResult(False, False, "could not tell whether the server runs", failure=running)
+        if running:
+            return BootstrapResult(False, True, f"herdr session {server} is already running")
+        ctx.log_path.parent.mkdir(parents=True, exist_ok=True)
+        argv = _argv(server, "server")
+        with open(ctx.log_path, "ab") as log:
+            try:
+                # herdr's server stays in the foreground: detach it as herdr's own TUI does.
+                proc = subprocess.Popen(  # noqa: S603 - explicit argv, no shell
+                    argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=dict(ctx.env), cwd=ctx.cwd,
+                    start_new_session=True, close_fds=True)
+            except OSError as exc:
+                result = CommandResult(tuple(argv), None, not_found=isinstance(exc, FileNotFoundError),
+                                       os_error=None if isinstance(exc, FileNotFoundError) else str(exc))
+                return BootstrapResult(False, False, "herdr could not be started",
+                                       failure=Failure(self.name, server, result))
+        deadline = time.monotonic() + ctx.wait
+        while True:
+            running = self._running(server, ctx)
+            if running is True:
+                return BootstrapResult(True, True, f"started herdr session {server}", pid=proc.pid)
+            code = proc.poll()
+            if code is not None and self._running(server, ctx) is not True:
+                return BootstrapResult(True, False, f"herdr server exited with code {code}; see {ctx.log_path}",
+                                       pid=proc.pid)
+            if time.monotonic() >= deadline:
+                proc.terminate()  # do not leave a half-started server behind
+                return BootstrapResult(True, False, f"herdr session {server} did not report running within "
+                                       f"{ctx.wait:g} s; see {ctx.log_path}", pid=proc.pid)
+            time.sleep(POLL_INTERVAL)
+
+

@@ -1,0 +1,3 @@
+from mam.cli import main
+
+main()

@@ -1,0 +1,77 @@
+"""One command's context: the workspace, the plugins, the selected backend and the backend environment.
+
+Everything here is backend-agnostic: backends are reached through the plugin hooks only.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+from mam import envscrub, registry, runner
+from mam.names import check_name
+from mam.plugins import Plugins
+from mam.workspace import DEFAULT_BACKEND, Workspace, open_workspace
+
+
+@dataclass
+class App:
+    workspace: Workspace
+    env: Mapping[str, str]
+    backend_flag: str | None  # --backend as given on the command line
+
+    @classmethod
+    def open(cls, workspace: str | None, backend: str | None, env: Mapping[str, str] | None = None) -> App:
+        env = dict(os.environ if env is None else env)
+        if backend is not None:
+            check_name(backend, "backend name")
+        return cls(open_workspace(workspace, env), env, backend)
+
+    @property
+    def explicit_backend(self) -> str | None:
+        """The backend filter of `status`/`reconcile`: --backend, then $MAM_BACKEND; None when neither."""
+        value = self.backend_flag or self.env.get("MAM_BACKEND") or None
+        if value is not None:
+            check_name(value, "backend name")
+        return value
+
+    @property
+    def backend_name(self) -> str:
+        return self.explicit_backend or self.workspace.config.backend or DEFAULT_BACKEND
+
+    @property
+    def row_default_backend(self) -> str:
+        """A registry row without `backend:` belongs to config `backend:`, else herdr (contract section 5)."""
+        return self.workspace.config.backend or DEFAULT_BACKEND
+
+    @cached_property
+    def plugins(self) -> Plugins:
+        return Plugins(self.env)
+
+    @cached_property
+    def timeout(self) -> float:
+        return runner.timeout_from_env(self.env)
+
+    @cached_property
+    def bootstrap_wait(self) -> float:
+        return runner.timeout_from_env(self.env, "MAM_BOOTSTRAP_TIMEOUT", 10.0)
+
+    def scrub_plan(self) -> envscrub.ScrubPlan:
+        config = self.workspace.config
+        source = f"config {config.path}"
+        rules = [*(envscrub.ScrubRule(p, source) for p in config.scrub), *self.plugins.scrub_rules()]
+        return envscrub.plan(self.env, rules, envscrub.keep_rules(config.keep, source))
+
+    @cached_property
+    def backend_env(self) -> dict[str, str]:
+        """Every backend process runs scrubbed, so no marker can steer it to the wrong server."""
+        return self.scrub_plan().env
+
+    def load_registry(self) -> registry.Registry:
+        return registry.load(self.workspace.registry_path, self.row_default_backend)
+
+    def log_path(self, backend: str, server: str) -> Path:
+        return self.workspace.logs / f"{backend}-{server}.log"

@@ -1,0 +1,69 @@
+"""The core's own hook implementations: delegate to the backend object, and never guess "down"."""
+
+from __future__ import annotations
+
+from mam.envscrub import DEFAULT_RULES
+from mam.hookspecs import hookimpl
+from mam.model import (
+    Agent,
+    Backend,
+    BootstrapContext,
+    BootstrapResult,
+    CallContext,
+    ErrorKind,
+    Failure,
+    ScrubRule,
+    ServerError,
+)
+
+
+def _first_line(text: str) -> str:
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")
+
+
+def fallback_classification(failure: Failure) -> ServerError:
+    """What a failure means when no backend recognised it: never `server_down`."""
+    result = failure.result
+    program = result.argv[0] if result.argv else failure.backend
+    if failure.parse_error is not None:
+        return ServerError(ErrorKind.BAD_OUTPUT, f"{program} printed output mam cannot read: {failure.parse_error}")
+    detail = _first_line(result.stderr)
+    if result.returncode is None:
+        return ServerError(ErrorKind.UNKNOWN, f"{program} gave no answer" + (f": {detail}" if detail else ""))
+    if detail:
+        return ServerError(ErrorKind.UNKNOWN, f"{program} exited {result.returncode}: {detail[:300]}")
+    return ServerError(ErrorKind.UNKNOWN, f"{program} exited {result.returncode} with no error output")
+
+
+def process_classification(failure: Failure) -> ServerError | None:
+    """Facts about the process itself, which no backend can overrule."""
+    result = failure.result
+    program = result.argv[0] if result.argv else failure.backend
+    if result.not_found:
+        return ServerError(ErrorKind.NOT_INSTALLED, f"{program}: not found on PATH")
+    if result.timed_out:
+        return ServerError(ErrorKind.TIMEOUT, f"{program} gave no answer within {result.timeout:g} s")
+    if result.os_error is not None:
+        kind = ErrorKind.PERMISSION if "ermission denied" in result.os_error else ErrorKind.UNKNOWN
+        return ServerError(kind, result.os_error)
+    return None
+
+
+class CoreDefaults:
+    """Registered first, run last: anything a plugin adds runs before these."""
+
+    @hookimpl(trylast=True)
+    def mam_list_agents(self, backend: Backend, server: str, ctx: CallContext) -> tuple[Agent, ...] | Failure:
+        return backend.list_agents(server, ctx)
+
+    @hookimpl(trylast=True)
+    def mam_bootstrap_server(self, backend: Backend, server: str, ctx: BootstrapContext) -> BootstrapResult:
+        return backend.bootstrap(server, ctx)
+
+    @hookimpl
+    def mam_env_scrub_rules(self) -> list[ScrubRule]:
+        return list(DEFAULT_RULES)
+
+    @hookimpl(trylast=True)
+    def mam_classify_error(self, backend: Backend, failure: Failure) -> ServerError:
+        return process_classification(failure) or backend.classify(failure) or fallback_classification(failure)

@@ -1,0 +1,41 @@
+"""The one error type the core raises; the CLI turns it into a `mam: ...` line and an exit code."""
+
+from __future__ import annotations
+
+# Exit codes of contract section 3.
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_BAD_INPUT = 2
+EXIT_BACKEND_NOT_FOUND = 3
+EXIT_PLUGIN_LOAD = 4
+
+_EXIT_BY_CODE = {
+    "usage": EXIT_BAD_INPUT,
+    "invalid_name": EXIT_BAD_INPUT,
+    "invalid_registry": EXIT_BAD_INPUT,
+    "invalid_config": EXIT_BAD_INPUT,
+    "invalid_workspace": EXIT_BAD_INPUT,
+    "backend_not_found": EXIT_BACKEND_NOT_FOUND,
+    "backend_unavailable": EXIT_BACKEND_NOT_FOUND,
+    "plugin_load_failed": EXIT_PLUGIN_LOAD,
+    "operation_failed": EXIT_FAILED,
+}
+
+
+class MamError(Exception):
+    """A failure the user can act on: a stable `code`, a one-line message and an optional hint."""
+
+    def __init__(self, code: str, message: str, hint: str | None = None) -> None:
+        if code not in _EXIT_BY_CODE:
+            raise ValueError(f"unknown error code {code!r}")
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.hint = hint
+
+    @property
+    def exit_code(self) -> int:
+        return _EXIT_BY_CODE[self.code]
+
+    def as_json(self) -> dict[str, object]:
+        return {"schema": 1, "error": {"code": self.code, "message": self.message, "hint": self.hint}}

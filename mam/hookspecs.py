@@ -1,0 +1,82 @@
+"""The hook specifications of mam: the whole contract between the core and a backend plugin.
+
+A plugin is any object or module with functions named like these, marked with `mam.hookimpl`.
+Hooks are always called with keyword arguments; an implementation may take any subset of them.
+"""
+
+from __future__ import annotations
+
+import pluggy
+
+from mam.model import (
+    Agent,
+    Backend,
+    BackendSpec,
+    BootstrapContext,
+    BootstrapResult,
+    CallContext,
+    Failure,
+    ScrubRule,
+    ServerError,
+)
+
+hookspec = pluggy.HookspecMarker("mam")
+#: Mark a plugin's implementation of one of the hooks below.
+hookimpl = pluggy.HookimplMarker("mam")
+
+
+@hookspec
+def mam_backends() -> list[BackendSpec]:
+    """Declare the backends this plugin provides.
+
+    Broadcast: every plugin answers. A backend name declared by two plugins is an error naming both.
+    Keep it cheap: return records only, and import the backend's working module inside `BackendSpec.load`.
+    """
+    raise NotImplementedError
+
+
+@hookspec(firstresult=True)
+def mam_list_agents(backend: Backend, server: str, ctx: CallContext) -> tuple[Agent, ...] | Failure | None:
+    """List the live agents of `server`, in the backend's own order.
+
+    :param backend: the loaded backend object the server belongs to.
+    :param server: a validated server name.
+    :param ctx: the time limit and environment for the backend's processes.
+    :return: the agents (an empty tuple is a confirmed "no agents"), or a `Failure` when the server gave no
+        usable answer; the classify hook then decides whether it is down or unknown. The core's default
+        implementation (trylast) calls `backend.list_agents`; a wrapper may time, cache or filter it.
+    """
+    raise NotImplementedError
+
+
+@hookspec(firstresult=True)
+def mam_bootstrap_server(backend: Backend, server: str, ctx: BootstrapContext) -> BootstrapResult | None:
+    """Start `server` if it is down and wait, at most `ctx.wait` seconds, until it reports it runs.
+
+    :param ctx: carries the already scrubbed environment, the log file and the time limits.
+    :return: whether it was started by this call and whether it is up. Starting is idempotent: a server
+        that is up is never started again. The core's default implementation calls `backend.bootstrap`.
+    """
+    raise NotImplementedError
+
+
+@hookspec
+def mam_env_scrub_rules() -> list[ScrubRule]:
+    """Name the environment variables a server must not inherit (names or `PREFIX_*` patterns).
+
+    Broadcast: the union of every loaded plugin's rules applies, so starting one multiplexer from inside
+    another drops the other's markers too. Return rules only; never change `os.environ`.
+    """
+    raise NotImplementedError
+
+
+@hookspec(firstresult=True)
+def mam_classify_error(backend: Backend, failure: Failure) -> ServerError | None:
+    """Say what a failed backend call means.
+
+    :return: a `ServerError` whose kind is `server_down` only when the backend said so by its own
+        unambiguous signal, or None when this plugin does not positively recognise the failure. The core's
+        default implementation (trylast) asks `backend.classify`, then falls back to timeout,
+        not_installed, bad_output or unknown: it never guesses "down".
+    """
+    raise NotImplementedError

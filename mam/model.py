@@ -1,0 +1,153 @@
+"""Small typed records shared by the core and the backends. No behaviour beyond JSON shaping."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Protocol
+
+
+class ServerState(StrEnum):
+    UP = "up"  # the server answered a listing
+    DOWN = "down"  # the backend said, by its own unambiguous signal, that no server runs
+    UNKNOWN = "unknown"  # anything else; never read as "no agents"
+
+
+class ErrorKind(StrEnum):
+    SERVER_DOWN = "server_down"
+    TIMEOUT = "timeout"
+    NOT_INSTALLED = "not_installed"
+    PERMISSION = "permission"
+    BAD_OUTPUT = "bad_output"
+    PROTOCOL_MISMATCH = "protocol_mismatch"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class Agent:
+    """One agent a live server listed. `name` is None for agents the backend knows by pane only."""
+
+    name: str | None
+    agent: str | None = None  # its kind: claude, codex, ...
+    state: str | None = None  # the backend's own agent state, when it has one
+    cwd: str | None = None
+    pane_id: str | None = None
+
+    def as_json(self) -> dict[str, object]:
+        return {"name": self.name, "agent": self.agent, "state": self.state, "cwd": self.cwd,
+                "pane_id": self.pane_id}
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """The raw outcome of one backend process."""
+
+    argv: tuple[str, ...]
+    returncode: int | None  # None when it never ran or was killed
+    stdout: str = ""
+    stderr: str = ""
+    timed_out: bool = False
+    not_found: bool = False  # the executable is not on PATH
+    timeout: float = 0.0
+    os_error: str | None = None  # it could not be started for another reason
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A backend call that gave no usable answer. The classify hook decides what it means."""
+
+    backend: str
+    server: str
+    result: CommandResult
+    parse_error: str | None = None  # the call succeeded but its output did not parse
+
+
+@dataclass(frozen=True)
+class ServerError:
+    kind: ErrorKind
+    message: str
+
+    def as_json(self) -> dict[str, object]:
+        return {"kind": self.kind.value, "message": self.message}
+
+
+@dataclass(frozen=True)
+class ServerOutcome:
+    """What one server said when asked for its agents (contract 4.1)."""
+
+    backend: str
+    server: str
+    state: ServerState
+    agents: tuple[Agent, ...] = ()  # empty unless up
+    error: ServerError | None = None
+
+    def as_json(self) -> dict[str, object]:
+        count: int | None
+        count = len(self.agents) if self.state is ServerState.UP else 0 if self.state is ServerState.DOWN else None
+        return {"backend": self.backend, "server": self.server, "state": self.state.value, "agents": count,
+                "error": self.error.as_json() if self.error else None}
+
+
+@dataclass(frozen=True)
+class CallContext:
+    """What every backend call gets: its time limit and the environment to run the backend's CLI in."""
+
+    timeout: float
+    env: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class BootstrapContext:
+    """What a bootstrap gets from the core. `env` is already scrubbed; the backend must not widen it."""
+
+    timeout: float  # for each probe call
+    wait: float  # how long to wait, in all, for the server to report it runs
+    env: Mapping[str, str]
+    log_path: Path  # append the server's stdout and stderr here
+    cwd: Path
+
+
+@dataclass(frozen=True)
+class BootstrapResult:
+    started: bool  # True when this bootstrap started the server, False when it was already up
+    up: bool  # the server reports it runs
+    message: str
+    pid: int | None = None
+    failure: Failure | None = None  # when not up: the call that failed, for the classify hook
+
+
+class Backend(Protocol):
+    """The object a backend plugin hands the core. It runs its CLI; it never scrubs or writes the registry."""
+
+    name: str
+
+    def list_agents(self, server: str, ctx: CallContext) -> tuple[Agent, ...] | Failure: ...
+
+    def bootstrap(self, server: str, ctx: BootstrapContext) -> BootstrapResult: ...
+
+    def classify(self, failure: Failure) -> ServerError | None: ...
+
+    def version(self, ctx: CallContext) -> str | None: ...
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    """A backend a plugin declares. `load` imports the working module only when the backend is used."""
+
+    name: str
+    description: str
+    executable: str | None  # the program it drives, for `mam backends`
+    load: Callable[[], Backend]
+    markers: tuple[str, ...] = ()  # env variables (or PREFIX_* patterns) it sets in its panes
+    provider: str = field(default="", compare=False)  # filled in by the plugin manager
+
+
+@dataclass(frozen=True)
+class ScrubRule:
+    """Remove variables matching `pattern` (a name, or PREFIX_*); with `values`, only when the value is one."""
+
+    pattern: str
+    source: str
+    values: frozenset[str] | None = None

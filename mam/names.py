@@ -1,0 +1,24 @@
+"""Validation of the names mam hands to a backend (server names and registry row names)."""
+
+from __future__ import annotations
+
+import re
+
+from mam.errors import MamError
+
+# Contract section 1: starts with a letter or digit, so it can never read as an option or a shell word.
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+def is_valid_name(name: object) -> bool:
+    return isinstance(name, str) and NAME_PATTERN.fullmatch(name) is not None
+
+
+def check_name(name: str, what: str = "name") -> str:
+    """Return `name` unchanged, or raise `invalid_name` before anything reaches a backend."""
+    if not is_valid_name(name):
+        raise MamError(
+            "invalid_name",
+            f"invalid {what} {name!r}: use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit",
+        )
+    return name

@@ -1,0 +1,163 @@
+"""The plugin manager: built-in plugins, guarded entry-point loading, and the backends they declare.
+
+One broken third-party plugin never takes the CLI down: its failure is recorded and reported by
+`mam backends`, and it is an error only for a command that selects that very backend.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+import pluggy
+
+from mam import hookspecs
+from mam.defaults import CoreDefaults
+from mam.errors import MamError
+from mam.model import (
+    Agent,
+    Backend,
+    BackendSpec,
+    BootstrapContext,
+    BootstrapResult,
+    CallContext,
+    Failure,
+    ScrubRule,
+    ServerError,
+)
+
+ENTRY_POINT_GROUP = "mam.backends"
+BUILTIN_PLUGINS = ("mam_herdr.plugin",)  # herdr ships with mam and is the default backend
+
+
+@dataclass(frozen=True)
+class LoadProblem:
+    plugin: str  # entry point or module name
+    provider: str  # the distribution and version it came from
+    error: str  # the first line of the error
+
+
+def _first_line(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}"
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _selected(name: str, env: Mapping[str, str]) -> bool:
+    """MAM_LOAD_PLUGINS is an allow list (set but empty: built-ins only); MAM_DISABLE_PLUGINS a block list."""
+    allow = env.get("MAM_LOAD_PLUGINS")
+    if allow is not None and name not in {p.strip() for p in allow.split(",") if p.strip()}:
+        return False
+    block = {p.strip() for p in env.get("MAM_DISABLE_PLUGINS", "").split(",") if p.strip()}
+    return name not in block
+
+
+class Plugins:
+    """A typed facade over pluggy for the core. Entry points are read only when a command needs them."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self.env = env
+        self.pm = pluggy.PluginManager("mam")
+        self.pm.add_hookspecs(hookspecs)
+        self.problems: list[LoadProblem] = []
+        self._specs: dict[str, BackendSpec] = {}
+        self._backends: dict[str, Backend] = {}
+        self._entry_points_read = False
+        self._register(CoreDefaults(), "mam.defaults", "mam (built in)")
+        for module_name in BUILTIN_PLUGINS:
+            self._register(importlib.import_module(module_name), module_name, "mam (built in)")
+
+    def _register(self, plugin: Any, name: str, provider: str) -> None:
+        try:
+            self.pm.register(plugin, name=name)
+            self.pm.check_pending()  # a misspelled hook is an error, not a silently ignored function
+            declared = self._declared_by(plugin)
+        except Exception as exc:  # noqa: BLE001 - a broken plugin is reported, never fatal
+            if self.pm.is_registered(plugin):
+                self.pm.unregister(plugin)
+            self.problems.append(LoadProblem(name, provider, _first_line(exc)))
+            return
+        for spec in declared:
+            if spec.name in self._specs:
+                other = self._specs[spec.name].provider
+                self.problems.append(LoadProblem(
+                    name, provider, f"backend name {spec.name!r} is declared by both {other} and {provider}"))
+                continue
+            self._specs[spec.name] = replace(spec, provider=provider)
+
+    @staticmethod
+    def _declared_by(plugin: Any) -> list[BackendSpec]:
+        hook = getattr(plugin, "mam_backends", None)
+        if hook is None:
+            return []
+        specs = hook()
+        if not isinstance(specs, list | tuple) or not all(isinstance(s, BackendSpec) for s in specs):
+            raise TypeError("mam_backends() must return a list of BackendSpec")
+        return list(specs)
+
+    def read_entry_points(self) -> None:
+        """Load the third-party plugins of the `mam.backends` group, once, each guarded."""
+        if self._entry_points_read:
+            return
+        self._entry_points_read = True
+        from importlib.metadata import entry_points
+
+        for ep in entry_points(group=ENTRY_POINT_GROUP):
+            if not _selected(ep.name, self.env):
+                continue
+            dist = ep.dist
+            provider = f"{dist.metadata['Name']} {dist.version}" if dist is not None else ep.value
+            try:
+                plugin = ep.load()
+            except Exception as exc:  # noqa: BLE001
+                self.problems.append(LoadProblem(ep.name, provider, _first_line(exc)))
+                continue
+            self._register(plugin, ep.name, provider)
+
+    def specs(self) -> list[BackendSpec]:
+        self.read_entry_points()
+        return sorted(self._specs.values(), key=lambda s: s.name)
+
+    def spec(self, name: str) -> BackendSpec:
+        if name not in self._specs:
+            self.read_entry_points()
+        if name in self._specs:
+            return self._specs[name]
+        broken = [p for p in self.problems if p.plugin == name]
+        if broken:
+            p = broken[0]
+            raise MamError("plugin_load_failed", f"backend {name!r} ({p.provider}) failed to load: {p.error}",
+                           hint="run 'mam backends' for details, or uninstall the broken plugin")
+        known = ", ".join(sorted(self._specs)) or "none"
+        raise MamError("backend_not_found", f"backend {name!r} was not recognized. Choose one of: {known}",
+                       hint="install the backend's plugin, or pick another with --backend")
+
+    def backend(self, name: str) -> Backend:
+        """The loaded backend object; its working module is imported here, the first time it is needed."""
+        if name not in self._backends:
+            spec = self.spec(name)
+            try:
+                self._backends[name] = spec.load()
+            except Exception as exc:  # noqa: BLE001
+                raise MamError("plugin_load_failed",
+                               f"backend {name!r} ({spec.provider}) failed to load: {_first_line(exc)}",
+                               hint="run 'mam backends' for details") from None
+        return self._backends[name]
+
+    # The hooks, typed.
+    def scrub_rules(self) -> list[ScrubRule]:
+        self.read_entry_points()
+        return [rule for rules in reversed(self.pm.hook.mam_env_scrub_rules()) for rule in rules or ()]
+
+    def list_agents(self, backend: Backend, server: str, ctx: CallContext) -> tuple[Agent, ...] | Failure:
+        result: tuple[Agent, ...] | Failure = self.pm.hook.mam_list_agents(backend=backend, server=server, ctx=ctx)
+        return result
+
+    def classify(self, backend: Backend, failure: Failure) -> ServerError:
+        result: ServerError = self.pm.hook.mam_classify_error(backend=backend, failure=failure)
+        return result
+
+    def bootstrap(self, backend: Backend, server: str, ctx: BootstrapContext) -> BootstrapResult:
+        result: BootstrapResult = self.pm.hook.mam_bootstrap_server(backend=backend, server=server, ctx=ctx)
+        return result

@@ -1,0 +1,144 @@
+"""`mam reconcile`: the registry against what the servers really say, as drift (contract 4.3).
+
+Rows whose server is `unknown` get no drift, ever: an unanswered question is not an answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from mam import registry
+from mam.app import App
+from mam.model import Agent, ServerOutcome, ServerState
+from mam.names import is_valid_name
+from mam.query import ServerKey
+from mam.registry import Row
+from mam.status import live_agent, outcomes_for, resolve_explicit_backend
+
+
+@dataclass(frozen=True)
+class Drift:
+    cls: str  # A: registered active but absent; B: live but unregistered; C: registered inactive but alive
+    name: str | None
+    backend: str
+    server: str
+    status: str | None
+    live: str
+    action: str
+    agent: Agent | None = None  # for B
+    reason: str = ""  # for A: why it is taken as terminated
+
+    def as_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"class": self.cls, "name": self.name, "backend": self.backend,
+                               "server": self.server, "status": self.status, "live": self.live,
+                               "action": self.action}
+        if self.cls == "B":
+            doc["agent"] = self.agent.agent if self.agent else None
+            doc["pane_id"] = self.agent.pane_id if self.agent else None
+        return doc
+
+    @property
+    def sort_key(self) -> tuple[str, str, str, str]:
+        return (self.cls, self.backend, self.server, self.name or "")
+
+
+def _absence_reason(row: Row, outcome: ServerOutcome) -> str:
+    if outcome.state is ServerState.DOWN:
+        return f"{row.backend} server {row.server} is down"
+    return f"absent from {row.backend} server {row.server}"
+
+
+def find_drifts(rows: list[Row], outcomes: Mapping[ServerKey, ServerOutcome], adopt: bool) -> list[Drift]:
+    drifts: list[Drift] = []
+    registered = {r.key for r in rows}
+    for row in rows:
+        outcome = outcomes[(row.backend, row.server)]
+        live, _ = live_agent(row, outcome)
+        if live == "absent" and row.active:
+            drifts.append(Drift("A", row.name, row.backend, row.server, row.status, live, "mark_terminated",
+                                reason=_absence_reason(row, outcome)))
+        elif live == "alive" and not row.active:
+            drifts.append(Drift("C", row.name, row.backend, row.server, row.status, live, "mark_running"))
+    for (backend, server), outcome in outcomes.items():
+        for agent in outcome.agents:
+            if agent.name is not None and (backend, server, agent.name) in registered:
+                continue
+            can_adopt = adopt and agent.name is not None and is_valid_name(agent.name)
+            drifts.append(Drift("B", agent.name, backend, server, None, "alive", "adopt" if can_adopt else "report",
+                                agent=agent))
+    return sorted(drifts, key=lambda d: d.sort_key)
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def make_change(drifts: list[Drift]) -> registry.Change:
+    """The fixes, applied to the freshly re-read registry under its lock. A row that changed since it was
+    looked at (another writer got there first) is left alone."""
+
+    def change(document: dict[str, Any], rows: tuple[Row, ...]) -> bool:
+        by_key = {r.key: r for r in rows}
+        changed = False
+        now = _now()
+        for drift in drifts:
+            key = (drift.backend, drift.server, drift.name or "")
+            row = by_key.get(key)
+            if drift.cls == "A" and row is not None and row.active:
+                row.raw["status"] = "terminated"
+                row.raw["terminated_at"] = now
+                row.raw["terminated_reason"] = drift.reason
+                changed = True
+            elif drift.cls == "C" and row is not None and not row.active:
+                row.raw["status"] = "running"
+                changed = True
+            elif drift.cls == "B" and drift.action == "adopt" and row is None and drift.agent is not None:
+                sessions = document.get(registry.SESSIONS)
+                if sessions is None:
+                    sessions = document[registry.SESSIONS] = []
+                pane = {k: v for k, v in (("cwd", drift.agent.cwd), ("id", drift.agent.pane_id)) if v is not None}
+                new_row: dict[str, Any] = {"name": drift.name, "backend": drift.backend, "server": drift.server,
+                                           "status": "running"}
+                if drift.agent.agent is not None:
+                    new_row["agent"] = drift.agent.agent
+                if pane:
+                    new_row["pane"] = pane
+                new_row["adopted_at"] = now
+                sessions.append(new_row)
+                changed = True
+        return changed
+
+    return change
+
+
+def reconcile_document(app: App, apply: bool = False, adopt: bool = False) -> dict[str, Any]:
+    explicit = resolve_explicit_backend(app)
+    reg = app.load_registry()
+    rows = [r for r in reg.rows if explicit is None or r.backend == explicit]
+    outcomes = outcomes_for(app, {(r.backend, r.server) for r in rows})
+    unknown = {k for k, o in outcomes.items() if o.state is ServerState.UNKNOWN}
+    confirmed_rows = [r for r in rows if (r.backend, r.server) not in unknown]
+    drifts = find_drifts(confirmed_rows, {k: o for k, o in outcomes.items() if k not in unknown}, adopt)
+    applied = False
+    if apply:
+        fixes = [d for d in drifts if d.cls in "AC" or d.action == "adopt"]
+        if fixes:
+            registry.update(reg.path, app.row_default_backend, make_change(fixes))
+        applied = True
+    alive = sorted(f"{a.name}|{server}" for (_, server), o in outcomes.items() for a in o.agents
+                   if a.name is not None)
+    return {
+        "schema": 1,
+        "workspace": str(app.workspace.root),
+        "registry": str(reg.path),
+        "backend": explicit,
+        "confirmed": not unknown,
+        "servers": [outcomes[k].as_json() for k in sorted(outcomes)],
+        "sessions_alive": alive,
+        "unconfirmed": sorted(f"{r.name}|{r.server}" for r in rows if (r.backend, r.server) in unknown),
+        "drifts": [d.as_json() for d in drifts],
+        "applied": applied,
+    }

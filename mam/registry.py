@@ -1,0 +1,290 @@
+"""The agent registry, `.mam/agent-sessions.yaml` (contract section 5).
+
+Reading never writes. Writing takes an exclusive lock, re-reads the file, applies a change to the fresh
+document, and replaces the file atomically (temporary file, fsync, rename, directory fsync), so a reader
+never sees a partial file and two writers never lose each other's change. A file that does not parse or
+validate is never rewritten.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mam import yamlio
+from mam.errors import MamError
+from mam.names import NAME_PATTERN
+
+ACTIVE_STATUSES = frozenset({"starting", "running"})
+SESSIONS = "sessions"
+LEGACY_SESSIONS = "herdr_sessions"  # the older herdr-only form: its server key is `herdr_session`
+LEGACY_BACKEND = "herdr"
+LOCK_TIMEOUT = 30.0
+
+RowKey = tuple[str, str, str]  # (backend, server, name)
+
+
+@dataclass(frozen=True)
+class Row:
+    """A validated registry row. `raw` is the row's own mapping inside the loaded document."""
+
+    list_key: str
+    index: int
+    name: str
+    backend: str
+    server: str
+    status: str | None
+    agent: str | None
+    cwd: str | None
+    pane_id: str | None
+    raw: dict[str, Any]
+
+    @property
+    def key(self) -> RowKey:
+        return (self.backend, self.server, self.name)
+
+    @property
+    def active(self) -> bool:
+        return self.status in ACTIVE_STATUSES
+
+
+@dataclass
+class Registry:
+    path: Path
+    document: dict[str, Any]
+    rows: tuple[Row, ...]
+    exists: bool
+
+    def find(self, key: RowKey) -> Row | None:
+        return next((row for row in self.rows if row.key == key), None)
+
+
+class _Invalid(Exception):
+    def __init__(self, message: str, list_key: str | None = None, index: int | None = None,
+                 field: str | None = None) -> None:
+        super().__init__(message)
+        self.message, self.list_key, self.index, self.field = message, list_key, index, field
+
+
+def _line_of(text: str, err: _Invalid) -> int | None:
+    """Find the line of the offending row (or its field). Only run on the error path: it parses again."""
+    try:
+        root = yamlio.compose(text)
+    except yamlio.YAMLError:
+        return None
+    if root is None or not hasattr(root, "value") or not isinstance(root.value, list):
+        return None
+    node = root
+    if err.list_key is not None and isinstance(root.value, list):
+        for key_node, value_node in root.value:
+            if getattr(key_node, "value", None) == err.list_key:
+                node = value_node
+                break
+        if err.index is not None and isinstance(node.value, list) and err.index < len(node.value):
+            node = node.value[err.index]
+            if err.field is not None and isinstance(node.value, list):
+                for pair in node.value:
+                    if isinstance(pair, tuple) and getattr(pair[0], "value", None) == err.field:
+                        node = pair[0]
+                        break
+    return int(node.start_mark.line) + 1
+
+
+def _optional_str(row: dict[str, Any], key: str, list_key: str, index: int) -> str | None:
+    value = row.get(key)
+    if value is not None and not isinstance(value, str):
+        raise _Invalid(f"{key} must be a string, got {type(value).__name__} {value!r} (quote it)",
+                       list_key, index, key)
+    return value
+
+
+def _validate(document: Any, default_backend: str) -> tuple[dict[str, Any], tuple[Row, ...]]:
+    if document is None:
+        document = {}
+    if not isinstance(document, dict):
+        raise _Invalid("the top level must be a mapping with a `sessions:` list")
+    version = document.get("version", 1)
+    if version != 1:
+        raise _Invalid(f"unsupported registry version {version!r} (this mam reads version 1)")
+    rows: list[Row] = []
+    seen: dict[RowKey, str] = {}
+    for list_key in (SESSIONS, LEGACY_SESSIONS):
+        entries = document.get(list_key)
+        if entries is None:
+            continue
+        if not isinstance(entries, list):
+            raise _Invalid(f"`{list_key}:` must be a list of rows", list_key)
+        server_key = "herdr_session" if list_key == LEGACY_SESSIONS else "server"
+        for index, raw in enumerate(entries):
+            if not isinstance(raw, dict):
+                raise _Invalid(f"{list_key}[{index}] must be a mapping, got {type(raw).__name__}", list_key, index)
+            name = raw.get("name")
+            if name is None:
+                raise _Invalid(f"{list_key}[{index}] has no `name`", list_key, index)
+            if not isinstance(name, str):
+                raise _Invalid(f"name must be a string, got {type(name).__name__} {name!r} (quote it)",
+                               list_key, index, "name")
+            if not NAME_PATTERN.fullmatch(name):
+                raise _Invalid(f"invalid name {name!r}", list_key, index, "name")
+            server = raw.get(server_key)
+            if server is None:
+                raise _Invalid(f"row {name!r} has no `{server_key}`", list_key, index)
+            if not isinstance(server, str):
+                raise _Invalid(f"{server_key} must be a string, got {type(server).__name__} {server!r}",
+                               list_key, index, server_key)
+            if not NAME_PATTERN.fullmatch(server):
+                raise _Invalid(f"invalid {server_key} {server!r}", list_key, index, server_key)
+            backend = _optional_str(raw, "backend", list_key, index)
+            if list_key == LEGACY_SESSIONS:
+                if backend not in (None, LEGACY_BACKEND):
+                    raise _Invalid(f"rows under `{LEGACY_SESSIONS}:` are herdr rows; move {name!r} to `sessions:`",
+                                   list_key, index, "backend")
+                backend = LEGACY_BACKEND
+            elif backend is None:
+                backend = default_backend
+            elif not NAME_PATTERN.fullmatch(backend):
+                raise _Invalid(f"invalid backend {backend!r}", list_key, index, "backend")
+            status = _optional_str(raw, "status", list_key, index)
+            agent = _optional_str(raw, "agent", list_key, index)
+            pane = raw.get("pane")
+            if pane is not None and not isinstance(pane, dict):
+                raise _Invalid(f"pane must be a mapping like {{cwd: /repo, id: \"w1:p2\"}}, got {pane!r}",
+                               list_key, index, "pane")
+            pane = pane or {}
+            cwd, pane_id = pane.get("cwd"), pane.get("id")
+            key = (backend, server, name)
+            if key in seen:
+                raise _Invalid(f"duplicate name {name!r} on {backend} server {server!r} (first in {seen[key]})",
+                               list_key, index, "name")
+            seen[key] = f"{list_key}[{index}]"
+            rows.append(Row(list_key, index, name, backend, server, status, agent,
+                            None if cwd is None else str(cwd), None if pane_id is None else str(pane_id), raw))
+    return document, tuple(rows)
+
+
+def parse(text: str, path: Path, default_backend: str) -> tuple[dict[str, Any], tuple[Row, ...]]:
+    """Parse and validate registry text; raise `invalid_registry` naming the file and line."""
+    try:
+        document = yamlio.load(text)
+    except yamlio.YAMLError as exc:
+        line = yamlio.error_line(exc)
+        problem = getattr(exc, "problem", None) or "not valid YAML"
+        raise MamError("invalid_registry", f"{path}{f':{line}' if line else ''}: not valid YAML: {problem}",
+                       hint="fix the file by hand; mam never rewrites a registry it cannot read") from None
+    try:
+        return _validate(document, default_backend)
+    except _Invalid as err:
+        line = _line_of(text, err)
+        raise MamError("invalid_registry", f"{path}{f':{line}' if line else ''}: {err.message}",
+                       hint="fix the file by hand; mam never rewrites a registry it cannot read") from None
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise MamError("invalid_registry", f"{path}: cannot read: {exc}") from None
+
+
+def load(path: Path, default_backend: str) -> Registry:
+    """Read the registry. A missing file is an empty registry."""
+    text = _read_text(path)
+    if text is None:
+        return Registry(path, {}, (), exists=False)
+    document, rows = parse(text, path, default_backend)
+    return Registry(path, document, rows, exists=True)
+
+
+@contextmanager
+def _locked(path: Path, timeout: float = LOCK_TIMEOUT) -> Iterator[None]:
+    """An exclusive lock on a sibling file: the registry itself is replaced by rename, so it cannot hold one.
+    A lock held by a dead process is released by the kernel."""
+    lock_path = path.with_name(path.name + ".lock")
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise MamError("operation_failed", f"{lock_path}: cannot open the registry lock: {exc.strerror}") from None
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as exc:
+                if exc.errno not in (errno.EAGAIN, errno.EACCES) or time.monotonic() > deadline:
+                    raise MamError("operation_failed", f"{path}: registry is locked by another process",
+                                   hint="retry when the other mam command has finished") from None
+                time.sleep(0.01)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    directory = path.parent
+    try:
+        mode = path.stat().st_mode & 0o777
+    except FileNotFoundError:
+        mode = 0o644
+    fd, tmp = tempfile.mkstemp(prefix="." + path.name + ".", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        if isinstance(exc, OSError):
+            raise MamError("operation_failed", f"{path}: cannot write the registry: {exc.strerror or exc}",
+                           hint="the registry was left as it was") from None
+        raise
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+Change = Callable[[dict[str, Any], tuple[Row, ...]], bool]
+
+
+def update(path: Path, default_backend: str, change: Change) -> Registry:
+    """Apply `change` to the freshly read document under the lock, and write it if `change` returns True.
+
+    `change` mutates the document (rows' `raw` mappings belong to it); the result is validated before it is
+    written, so a change can never leave an invalid file behind.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise MamError("operation_failed", f"{path.parent}: cannot create: {exc.strerror}") from None
+    with _locked(path):
+        text = _read_text(path)
+        if text is None:
+            document: dict[str, Any] = {}
+            rows: tuple[Row, ...] = ()
+        else:
+            document, rows = parse(text, path, default_backend)
+        if not change(document, rows):
+            return Registry(path, document, rows, exists=text is not None)
+        if "version" not in document:
+            document = {"version": 1, **document}
+        new_text = yamlio.dump(document)
+        document, rows = parse(new_text, path, default_backend)
+        _write_atomically(path, new_text)
+        return Registry(path, document, rows, exists=True)

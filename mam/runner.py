@@ -1,0 +1,62 @@
+"""Running a backend's CLI: explicit argv, never a shell, always a time limit."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from collections.abc import Mapping, Sequence
+
+from mam.model import CommandResult
+
+DEFAULT_TIMEOUT = 10.0
+
+
+def _kill_group(proc: subprocess.Popen[str]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def run(argv: Sequence[str], *, timeout: float, env: Mapping[str, str], cwd: str | None = None) -> CommandResult:
+    """Run `argv` to completion or until `timeout` seconds, then kill it and everything it started.
+
+    It gets its own process group so that a timeout takes its children too, and stdin from /dev/null so that
+    it can never wait for a terminal.
+    """
+    args = tuple(argv)
+    try:
+        proc = subprocess.Popen(  # noqa: S603 - explicit argv, no shell
+            args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(env),
+            cwd=cwd, text=True, encoding="utf-8", errors="replace", start_new_session=True)
+    except FileNotFoundError:
+        return CommandResult(args, None, not_found=True, timeout=timeout)
+    except OSError as exc:
+        return CommandResult(args, None, timeout=timeout, os_error=f"{args[0]}: {exc.strerror or exc}")
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        try:
+            stdout, stderr = proc.communicate(timeout=2)
+        except subprocess.TimeoutExpired:  # a grandchild outside the group holds the pipes open
+            proc.kill()
+            stdout, stderr = "", ""
+        return CommandResult(args, None, stdout or "", stderr or "", timed_out=True, timeout=timeout)
+    return CommandResult(args, proc.returncode, stdout, stderr, timeout=timeout)
+
+
+def timeout_from_env(env: Mapping[str, str], var: str = "MAM_TIMEOUT", default: float = DEFAULT_TIMEOUT) -> float:
+    from mam.errors import MamError
+
+    raw = env.get(var)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= 3600:
+        raise MamError("usage", f"${var}={raw}: expected a number of seconds between 0 and 3600")
+    return value
