@@ -1,0 +1,151 @@
+"""Shared fixtures: a private workspace, a fake herdr first on PATH, and `mam` run as a real process."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+FAKES = Path(__file__).parent / "fakes"
+# Variables of the developer's own session that must never reach a test's mam or fake.
+_LEAKY_PREFIXES = ("MAM_", "HERDR_", "TMUX", "ZELLIJ", "CLAUDE", "CODEX_", "WORKSPACE_ROOT")
+
+
+def clean_environ() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith(_LEAKY_PREFIXES)}
+
+
+@dataclass
+class FakeHerdr:
+    config: Path  # $XDG_CONFIG_HOME
+    env: dict[str, str]
+    started: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    @property
+    def root(self) -> Path:
+        return self.config / "herdr"
+
+    def session_dir(self, name: str) -> Path:
+        return self.root if name == "default" else self.root / "sessions" / name
+
+    def set_agents(self, name: str, agents: list[dict[str, Any]]) -> None:
+        self.session_dir(name).mkdir(parents=True, exist_ok=True)
+        (self.session_dir(name) / "agents.json").write_text(json.dumps(agents))
+
+    def set_fault(self, name: str, command: str = "agent list", **fault: Any) -> None:
+        self.session_dir(name).mkdir(parents=True, exist_ok=True)
+        (self.session_dir(name) / "fault.json").write_text(json.dumps({command: fault}))
+
+    def running(self, name: str) -> bool:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.connect(str(self.session_dir(name) / "herdr.sock"))
+            return True
+        except OSError:
+            return False
+        finally:
+            sock.close()
+
+    def start(self, name: str) -> None:
+        """Start a fake server as a user would have, outside mam, and wait until it listens."""
+        proc = subprocess.Popen([str(FAKES / "herdr"), "--session", name, "server"], env=self.env,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True)
+        self.started.append(proc)
+        deadline = time.monotonic() + 10
+        while not self.running(name):
+            assert time.monotonic() < deadline, "fake herdr server did not come up"
+            time.sleep(0.02)
+
+    def stop(self, name: str) -> None:
+        for entry in self.calls():
+            if entry["argv"][-1:] == ["server"] and name in entry["argv"]:
+                try:
+                    os.kill(entry["pid"], signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        deadline = time.monotonic() + 10
+        while self.running(name):
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+
+    def calls(self) -> list[dict[str, Any]]:
+        path = self.root / "fake-calls.jsonl"
+        if not path.exists():
+            return []
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+    def server_starts(self) -> list[dict[str, Any]]:
+        return [c for c in self.calls() if c["argv"][-1:] == ["server"]]
+
+    def cleanup(self) -> None:
+        for entry in self.server_starts():
+            try:
+                os.kill(entry["pid"], signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for proc in self.started:
+            proc.kill()
+            proc.wait()
+
+
+@dataclass
+class Workspace:
+    root: Path
+    env: dict[str, str]
+    herdr: FakeHerdr
+
+    @property
+    def registry(self) -> Path:
+        return self.root / ".mam" / "agent-sessions.yaml"
+
+    def write_registry(self, text: str) -> None:
+        self.registry.parent.mkdir(parents=True, exist_ok=True)
+        self.registry.write_text(text)
+
+    def write_config(self, text: str) -> None:
+        (self.root / ".mam").mkdir(exist_ok=True)
+        (self.root / ".mam" / "config.yaml").write_text(text)
+
+    def mam(self, *args: str, env: dict[str, str] | None = None, timeout: float = 60,
+            cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "mam", *args], env=env or self.env, cwd=cwd or self.root,
+                              capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+    def mam_json(self, *args: str, env: dict[str, str] | None = None, expect: int = 0) -> dict[str, Any]:
+        proc = self.mam(*args, "--json", env=env)
+        assert proc.returncode == expect, (proc.returncode, proc.stdout, proc.stderr)
+        doc: dict[str, Any] = json.loads(proc.stdout)
+        return doc
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Iterator[Workspace]:
+    # A short path: Unix socket paths are limited to about 108 bytes.
+    config = Path(tempfile.mkdtemp(prefix="mh", dir="/tmp"))
+    home = tmp_path / "home"
+    home.mkdir()
+    root = tmp_path / "project"
+    root.mkdir()
+    env = clean_environ()
+    env.update({"HOME": str(home), "XDG_CONFIG_HOME": str(config), "MAM_WORKSPACE": str(root),
+                "PATH": f"{FAKES}{os.pathsep}{env.get('PATH', '/usr/bin:/bin')}", "MAM_TIMEOUT": "5",
+                "NO_COLOR": "1"})
+    herdr = FakeHerdr(config, env)
+    try:
+        yield Workspace(root, env, herdr)
+    finally:
+        herdr.cleanup()
+        shutil.rmtree(config, ignore_errors=True)
