@@ -1,0 +1,199 @@
+"""The registry file: both forms, validation with file and line, round trips, atomic serialized writes."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from conftest import Workspace
+from mam import registry
+from mam.errors import MamError
+
+BOTH_FORMS = """\
+version: 1
+sessions:
+  - name: creator-claude-01
+    backend: herdr
+    server: live-srv
+    status: running
+    agent: claude
+    pane: {cwd: /repo, id: "w1:p2"}
+    created_at: "2026-12-02T09:00:00Z"
+  - name: tmux-one
+    backend: tmux
+    server: t1
+herdr_sessions:
+  - name: ghost-creator-claude
+    status: stopped
+    herdr_session: ghost-srv
+    pane: {cwd: /tmp/x}
+"""
+
+
+def test_both_forms_load(tmp_path: Path) -> None:
+    path = tmp_path / "agent-sessions.yaml"
+    path.write_text(BOTH_FORMS)
+    reg = registry.load(path, "herdr")
+    assert [(r.list_key, r.key, r.status, r.active) for r in reg.rows] == [
+        ("sessions", ("herdr", "live-srv", "creator-claude-01"), "running", True),
+        ("sessions", ("tmux", "t1", "tmux-one"), None, False),
+        ("herdr_sessions", ("herdr", "ghost-srv", "ghost-creator-claude"), "stopped", False),
+    ]
+    assert reg.rows[0].pane_id == "w1:p2" and reg.rows[2].cwd == "/tmp/x"
+
+
+def test_missing_file_is_empty(tmp_path: Path) -> None:
+    reg = registry.load(tmp_path / "nope.yaml", "herdr")
+    assert reg.rows == () and not reg.exists
+
+
+def test_default_backend_comes_from_the_caller(tmp_path: Path) -> None:
+    path = tmp_path / "r.yaml"
+    path.write_text("sessions:\n  - {name: a, server: s}\n")
+    assert registry.load(path, "tmux").rows[0].backend == "tmux"
+
+
+INVALID = {
+    "not yaml": ("sessions: [\n  - name: a\n", 2),
+    "row without name": ("version: 1\nsessions:\n  - name: a\n    server: s\n  - server: s\n    status: x\n", 5),
+    "duplicate name in one server": ("sessions:\n  - {name: a, server: s}\n  - {name: b, server: s}\n"
+                                     "  - {name: a, server: s}\n", 4),
+    "duplicate across the two forms": ("sessions:\n  - {name: a, server: s, backend: herdr}\n"
+                                       "herdr_sessions:\n  - {name: a, herdr_session: s}\n", 4),
+    "wrong type for status": ("sessions:\n  - name: a\n    server: s\n    status: 7\n", 4),
+    "name is a number": ("sessions:\n  - name: 0123\n    server: s\n", 2),
+    "pane is not a mapping": ("sessions:\n  - name: a\n    server: s\n    pane: /repo\n", 4),
+    "name reads as an option": ("sessions:\n  - {name: a, server: s}\n  - name: -L\n    server: s\n", 3),
+    "server with shell characters": ("sessions:\n  - name: a\n    server: 'x;rm -rf ~'\n", 3),
+    "row is a string": ("sessions:\n  - just-a-string\n", 2),
+    "sessions is a mapping": ("sessions:\n  name: a\n", 2),
+    "top level is a list": ("- a\n- b\n", 1),
+    "unknown version": ("version: 2\nsessions: []\n", 1),
+    "row without server": ("sessions:\n  - name: a\n", 2),
+}
+
+
+@pytest.mark.parametrize(("text", "line"), INVALID.values(), ids=list(INVALID))
+def test_invalid_registry_names_file_and_line(tmp_path: Path, text: str, line: int | None) -> None:
+    path = tmp_path / "agent-sessions.yaml"
+    path.write_text(text)
+    with pytest.raises(MamError) as info:
+        registry.load(path, "herdr")
+    assert info.value.code == "invalid_registry"
+    expected = f"{path}:{line}: " if line else f"{path}: "
+    assert info.value.message.startswith(expected), info.value.message
+
+
+@pytest.mark.parametrize("text", [INVALID[k][0] for k in ("not yaml", "row without name",
+                                                           "duplicate name in one server",
+                                                           "wrong type for status")],
+                         ids=["not yaml", "no name", "duplicate", "wrong type"])
+def test_invalid_registry_is_exit_2_and_never_rewritten(ws: Workspace, text: str) -> None:
+    ws.write_registry(text)
+    before = ws.registry.read_bytes()
+    for args in (["status"], ["reconcile"], ["reconcile", "--apply"], ["reconcile", "--apply", "--adopt"]):
+        proc = ws.mam(*args, "--json")
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert proc.stderr.startswith(f"mam: {ws.registry}:")
+        assert "Traceback" not in proc.stderr
+        assert json.loads(proc.stdout)["error"]["code"] == "invalid_registry"
+        assert ws.registry.read_bytes() == before
+    assert ws.herdr.calls() == []  # refused before any backend process
+
+
+def _bump(row_doc: dict[str, Any], rows: tuple[registry.Row, ...]) -> bool:
+    row_doc.setdefault("sessions", []).append({"name": f"r{len(row_doc['sessions'])}", "server": "s"})
+    return True
+
+
+def _writer(path: str, count: int, tag: str) -> None:
+    for i in range(count):
+        def change(doc: dict[str, Any], rows: tuple[registry.Row, ...], i: int = i) -> bool:
+            doc.setdefault("sessions", []).append({"name": f"{tag}-{i}", "server": "s", "status": "running"})
+            return True
+        registry.update(Path(path), "herdr", change)
+
+
+def test_concurrent_writers_lose_nothing(tmp_path: Path) -> None:
+    path = tmp_path / ".mam" / "agent-sessions.yaml"
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_writer, args=(str(path), 15, f"w{n}")) for n in range(4)]
+    for p in procs:
+        p.start()
+    seen_invalid = 0
+    while any(p.is_alive() for p in procs):
+        try:
+            text = path.read_text()
+        except FileNotFoundError:
+            continue
+        try:
+            registry.parse(text, path, "herdr")
+        except MamError:
+            seen_invalid += 1
+    for p in procs:
+        p.join()
+        assert p.exitcode == 0
+    reg = registry.load(path, "herdr")
+    names = sorted(r.name for r in reg.rows)
+    assert names == sorted(f"w{n}-{i}" for n in range(4) for i in range(15))
+    assert seen_invalid == 0
+    assert [p.name for p in path.parent.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_update_keeps_unknown_keys_order_and_lists(tmp_path: Path) -> None:
+    path = tmp_path / "agent-sessions.yaml"
+    path.write_text("version: 1\nowner: team-a\nsessions:\n  - {zeta: 1, name: a, server: s, alpha: [1, 2]}\n"
+                    "herdr_sessions:\n  - {name: b, herdr_session: h, extra: {deep: true}}\n")
+
+    def change(doc: dict[str, Any], rows: tuple[registry.Row, ...]) -> bool:
+        rows[1].raw["status"] = "stopped"
+        return True
+
+    registry.update(path, "herdr", change)
+    data = yaml.safe_load(path.read_text())
+    assert list(data) == ["version", "owner", "sessions", "herdr_sessions"]
+    assert list(data["sessions"][0]) == ["zeta", "name", "server", "alpha"]
+    assert data["herdr_sessions"][0] == {"name": "b", "herdr_session": "h", "extra": {"deep": True},
+                                         "status": "stopped"}
+
+
+def test_update_refuses_a_change_that_would_make_the_file_invalid(tmp_path: Path) -> None:
+    path = tmp_path / "agent-sessions.yaml"
+    path.write_text("sessions:\n  - {name: a, server: s}\n")
+    before = path.read_bytes()
+
+    def change(doc: dict[str, Any], rows: tuple[registry.Row, ...]) -> bool:
+        doc["sessions"].append({"name": "a", "server": "s"})
+        return True
+
+    with pytest.raises(MamError):
+        registry.update(path, "herdr", change)
+    assert path.read_bytes() == before
+
+
+def test_failed_write_leaves_the_old_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "agent-sessions.yaml"
+    path.write_text("sessions:\n  - {name: a, server: s, status: running}\n")
+    before = path.read_bytes()
+
+    def full_disk(fd: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full_disk)
+
+    def change(doc: dict[str, Any], rows: tuple[registry.Row, ...]) -> bool:
+        rows[0].raw["status"] = "terminated"
+        return True
+
+    with pytest.raises(MamError) as info:
+        registry.update(path, "herdr", change)
+    assert info.value.code == "operation_failed" and "No space left" in info.value.message
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["agent-sessions.yaml", "agent-sessions.yaml.lock"] or \
+        sorted(p.name for p in tmp_path.iterdir()) == ["agent-sessions.yaml", "agent-sessions.yaml.lock"]
