@@ -10,11 +10,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mam import envscrub, registry, runner
+from mam.model import ScrubRule
 from mam.names import check_name
-from mam.plugins import Plugins
 from mam.workspace import DEFAULT_BACKEND, Workspace, open_workspace
+
+if TYPE_CHECKING:  # pluggy is loaded only by commands that reach a backend
+    from mam.plugins import Plugins
 
 
 @dataclass
@@ -49,6 +53,8 @@ class App:
 
     @cached_property
     def plugins(self) -> Plugins:
+        from mam.plugins import Plugins
+
         return Plugins(self.env)
 
     @cached_property
@@ -62,7 +68,7 @@ class App:
     def scrub_plan(self) -> envscrub.ScrubPlan:
         config = self.workspace.config
         source = f"config {config.path}"
-        rules = [*(envscrub.ScrubRule(p, source) for p in config.scrub), *self.plugins.scrub_rules()]
+        rules = [*(ScrubRule(p, source) for p in config.scrub), *self.plugins.scrub_rules()]
         return envscrub.plan(self.env, rules, envscrub.keep_rules(config.keep, source))
 
     @cached_property

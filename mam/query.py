@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from mam.errors import MamError
 from mam.model import CallContext, ErrorKind, Failure, ServerError, ServerOutcome, ServerState
-from mam.plugins import Plugins
+
+if TYPE_CHECKING:
+    from mam.plugins import Plugins
 
 ServerKey = tuple[str, str]  # (backend, server)
 MAX_PARALLEL = 32

@@ -11,7 +11,6 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -19,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mam import yamlio
 from mam.errors import MamError
 from mam.names import NAME_PATTERN
 
@@ -76,6 +74,7 @@ class _Invalid(Exception):
 
 def _line_of(text: str, err: _Invalid) -> int | None:
     """Find the line of the offending row (or its field). Only run on the error path: it parses again."""
+    from mam import yamlio
     try:
         root = yamlio.compose(text)
     except yamlio.YAMLError:
@@ -172,6 +171,8 @@ def _validate(document: Any, default_backend: str) -> tuple[dict[str, Any], tupl
 
 def parse(text: str, path: Path, default_backend: str) -> tuple[dict[str, Any], tuple[Row, ...]]:
     """Parse and validate registry text; raise `invalid_registry` naming the file and line."""
+    from mam import yamlio  # YAML is loaded only when there is a file to read
+
     try:
         document = yamlio.load(text)
     except yamlio.YAMLError as exc:
@@ -231,6 +232,7 @@ def _locked(path: Path, timeout: float = LOCK_TIMEOUT) -> Iterator[None]:
 
 
 def _write_atomically(path: Path, text: str) -> None:
+    import tempfile
     directory = path.parent
     try:
         mode = path.stat().st_mode & 0o777
@@ -284,6 +286,8 @@ def update(path: Path, default_backend: str, change: Change) -> Registry:
             return Registry(path, document, rows, exists=text is not None)
         if "version" not in document:
             document = {"version": 1, **document}
+        from mam import yamlio
+
         new_text = yamlio.dump(document)
         document, rows = parse(new_text, path, default_backend)
         _write_atomically(path, new_text)

@@ -35,7 +35,7 @@ def load(text: str) -> Any:
 
 
 def compose(text: str) -> yaml.Node | None:
-    return yaml.compose(text, Loader=Loader)  # type: ignore[no-any-return]
+    return yaml.compose(text, Loader=Loader)
 
 
 def dump(data: Any) -> str:

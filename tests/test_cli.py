@@ -1,0 +1,163 @@
+"""The command line: exit codes, one-line errors, JSON errors, name validation, workspace discovery."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import Workspace
+
+ROOT = Path(__file__).resolve().parent.parent
+
+BAD_NAMES = ["-L", "--session", "a;b", "$(reboot)", "a b", "", ".hidden", "x" * 65, "a\nb", "../up"]
+
+
+@pytest.mark.parametrize("name", BAD_NAMES)
+def test_bad_server_names_are_refused_before_any_process(ws: Workspace, name: str) -> None:
+    for args in (["status", "--server", name], ["ls", "--server", name], ["bootstrap", "--server", name]):
+        proc = ws.mam(*args, "--json")
+        assert proc.returncode == 2, (args, proc.stdout, proc.stderr)
+        assert proc.stderr.startswith("mam: invalid server name")
+        assert json.loads(proc.stdout)["error"]["code"] == "invalid_name"
+    assert ws.herdr.calls() == []
+
+
+def test_bad_backend_name_is_refused(ws: Workspace) -> None:
+    proc = ws.mam("--backend", "x;y", "status")
+    assert proc.returncode == 2 and proc.stderr.startswith("mam: invalid backend name")
+
+
+def test_unknown_backend_exits_3_with_choices(ws: Workspace) -> None:
+    proc = ws.mam("--backend", "nosuch", "status", "--json")
+    assert proc.returncode == 3
+    assert "Choose one of: herdr" in proc.stderr
+    assert json.loads(proc.stdout)["error"]["code"] == "backend_not_found"
+
+
+def test_usage_errors_are_one_line_and_exit_2(ws: Workspace) -> None:
+    proc = ws.mam("status", "--bogus")
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines()[0] == "mam: No such option: --bogus"
+    assert proc.stderr.splitlines()[1].startswith("hint: ")
+    assert proc.stdout == ""
+    proc = ws.mam("nosuchcommand", "--json")
+    assert proc.returncode == 2
+    assert json.loads(proc.stdout)["error"]["code"] == "usage"
+
+
+def test_workspace_that_is_not_a_directory(ws: Workspace, tmp_path: Path) -> None:
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    proc = ws.mam("--workspace", str(afile), "status", "--json")
+    assert proc.returncode == 2
+    assert json.loads(proc.stdout)["error"]["code"] == "invalid_workspace"
+
+
+def test_workspace_discovery_order(ws: Workspace, tmp_path: Path) -> None:
+    project = tmp_path / "proj"
+    (project / ".mam").mkdir(parents=True)
+    (project / "src" / "deep").mkdir(parents=True)
+    env = {k: v for k, v in ws.env.items() if k != "MAM_WORKSPACE"}
+    doc = json.loads(ws.mam("status", "--json", env=env, cwd=project / "src" / "deep").stdout)
+    assert doc["workspace"] == str(project)
+    other = tmp_path / "other"
+    other.mkdir()
+    doc = json.loads(ws.mam("status", "--json", env={**env, "CLAUDE_PROJECT_DIR": str(other)},
+                            cwd=project / "src").stdout)
+    assert doc["workspace"] == str(other)
+    doc = json.loads(ws.mam("status", "--json", env={**env, "WORKSPACE_ROOT": str(project),
+                                                     "CLAUDE_PROJECT_DIR": str(other)}).stdout)
+    assert doc["workspace"] == str(project)
+    doc = json.loads(ws.mam("--workspace", str(other), "status", "--json",
+                            env={**env, "MAM_WORKSPACE": str(project)}).stdout)
+    assert doc["workspace"] == str(other)
+
+
+def test_invalid_config_is_exit_2(ws: Workspace) -> None:
+    ws.write_config("env: [oops\n")
+    proc = ws.mam("status", "--json")
+    assert proc.returncode == 2
+    assert json.loads(proc.stdout)["error"]["code"] == "invalid_config"
+    assert str(ws.root / ".mam" / "config.yaml") in proc.stderr
+
+
+def test_backend_filter_and_config_default(ws: Workspace) -> None:
+    ws.write_registry("sessions:\n  - {name: a, server: s1, status: running}\n"
+                      "  - {name: b, server: s2, status: running, backend: other}\n")
+    doc = ws.mam_json("status")
+    assert doc["backend"] is None
+    assert [(s["backend"], s["server"]) for s in doc["sessions"]] == [("herdr", "s1"), ("other", "s2")]
+    other = next(s for s in doc["servers"] if s["backend"] == "other")
+    assert other["state"] == "unknown" and other["error"]["kind"] == "not_installed"
+    doc = ws.mam_json("--backend", "herdr", "status")
+    assert doc["backend"] == "herdr" and [s["name"] for s in doc["sessions"]] == ["a"]
+    doc = ws.mam_json("status", env={**ws.env, "MAM_BACKEND": "herdr"})
+    assert doc["backend"] == "herdr"
+
+
+def test_version_and_help(ws: Workspace) -> None:
+    from mam import __version__
+
+    assert ws.mam("version").stdout.strip() == f"mam {__version__}"
+    assert ws.mam("--version").stdout.strip() == f"mam {__version__}"
+    help_text = ws.mam("--help").stdout
+    for command in ("status", "reconcile", "ls", "bootstrap", "backends", "env", "version"):
+        assert command in help_text
+    assert "--apply" in ws.mam("reconcile", "--help").stdout
+
+
+def test_backends_lists_herdr_with_version(ws: Workspace) -> None:
+    doc = ws.mam_json("backends")
+    herdr = next(b for b in doc["backends"] if b["name"] == "herdr")
+    assert herdr["found"] is True and herdr["version"] == "herdr 0.8.2" and herdr["default"] is True
+    assert herdr["provider"] == "mam (built in)"
+    assert ws.herdr.server_starts() == []
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_only_cli_imports_the_cli_framework() -> None:
+    for path in [*(ROOT / "mam").rglob("*.py"), *(ROOT / "backends").rglob("*.py")]:
+        if path.name == "cli.py":
+            continue
+        assert not _imports(path) & {"typer", "click", "rich"}, path
+
+
+def test_core_names_no_backend() -> None:
+    for name in ("status.py", "reconcile.py", "query.py", "app.py", "inspect.py"):
+        assert not _imports(ROOT / "mam" / name) & {"mam_herdr", "mam_tmux", "mam_zellij"}, name
+
+
+def _modules_after(args: list[str], env: dict[str, str], cwd: Path) -> set[str]:
+    code = ("import sys, runpy\nsys.argv = ['mam', *" + repr(args) + "]\n"
+            "try:\n    runpy.run_module('mam', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+            "sys.stderr.write('\\nMODULES ' + ' '.join(sorted(sys.modules)))\n")
+    proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=cwd, capture_output=True, text=True,
+                          timeout=60)
+    return set(proc.stderr.rsplit("MODULES ", 1)[1].split())
+
+
+def test_help_loads_no_plugins_and_no_yaml(ws: Workspace) -> None:
+    modules = _modules_after(["--help"], ws.env, ws.root)
+    assert not {"yaml", "pluggy", "mam_herdr", "mam.registry", "importlib.metadata"} & modules
+
+
+def test_status_on_empty_registry_loads_no_backend_module(ws: Workspace) -> None:
+    modules = _modules_after(["status", "--json"], ws.env, ws.root)
+    assert "mam_herdr.backend" not in modules
+    assert "importlib.metadata" not in modules
+    assert "pydantic" not in modules
