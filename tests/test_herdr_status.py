@@ -71,7 +71,7 @@ def test_status_document_shape_and_order(ws: Workspace) -> None:
     assert [s["server"] for s in doc["servers"]] == ["ghost-srv", "live-srv"]
     assert [(s["server"], s["name"]) for s in doc["sessions"]] == [("ghost-srv", "ghost-creator-claude"),
                                                                   ("live-srv", "creator-claude-01")]
-    assert not ws.registry.with_suffix(".yaml.lock").exists() or True
+    assert not ws.registry.with_name("agent-sessions.yaml.lock").exists()  # a query takes no write lock
     assert ws.registry.read_text() == REGISTRY
 
 
@@ -140,6 +140,7 @@ def test_failures_that_are_not_the_signal_are_unknown(ws: Workspace, fault: dict
     assert proc.returncode == 1
     assert json.loads(proc.stdout)["agents"] == []
     assert json.loads(proc.stdout)["server"]["state"] == "unknown"
+    assert len(ws.herdr.server_starts()) == 1  # the test's own: no query ever starts one
 
 
 def test_garbage_is_bad_output(ws: Workspace) -> None:
