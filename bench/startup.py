@@ -19,7 +19,8 @@ def median_ms(argv: list[str], runs: int, env: dict[str, str], cwd: str) -> floa
     samples = []
     for _ in range(runs):
         started = time.perf_counter()
-        subprocess.run(argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+        subprocess.run(argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True,
+                       timeout=60)
         samples.append((time.perf_counter() - started) * 1000)
     return statistics.median(samples)
 
@@ -42,7 +43,8 @@ def main() -> None:
         ("mam status --json (empty registry)", [mam, "status", "--json"]),
     ]
     for _, argv in cases:  # warm the page cache once
-        subprocess.run(argv, env=env, cwd=workspace, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(argv, env=env, cwd=workspace, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       timeout=60)
     print(f"| command | median of {args.runs} cold runs |")
     print("|---|---|")
     for label, argv in cases:
@@ -52,7 +54,8 @@ def main() -> None:
             "try:\n    runpy.run_module('mam', run_name='__main__')\nexcept SystemExit:\n    pass\n"
             "mods = sorted({m.split('.')[0] for m in set(sys.modules) - before})\n"
             "sys.stderr.write('MODULES ' + ' '.join(mods))\n")
-    proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=workspace, capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=workspace, capture_output=True, text=True,
+                          timeout=60)
     print()
     print("Top-level packages the status path imports (beyond the interpreter's own start-up):")
     print(proc.stderr.rsplit("MODULES ", 1)[-1])
