@@ -65,16 +65,16 @@ class App:
     def bootstrap_wait(self) -> float:
         return runner.timeout_from_env(self.env, "MAM_BOOTSTRAP_TIMEOUT", 10.0)
 
-    def scrub_plan(self) -> envscrub.ScrubPlan:
+    def scrub_plan(self, all_plugins: bool = True) -> envscrub.ScrubPlan:
         config = self.workspace.config
         source = f"config {config.path}"
-        rules = [*(ScrubRule(p, source) for p in config.scrub), *self.plugins.scrub_rules()]
+        rules = [*(ScrubRule(p, source) for p in config.scrub), *self.plugins.scrub_rules(all_plugins)]
         return envscrub.plan(self.env, rules, envscrub.keep_rules(config.keep, source))
 
     @cached_property
     def backend_env(self) -> dict[str, str]:
         """Every backend process runs scrubbed, so no marker can steer it to the wrong server."""
-        return self.scrub_plan().env
+        return self.scrub_plan(all_plugins=False).env
 
     def load_registry(self) -> registry.Registry:
         return registry.load(self.workspace.registry_path, self.row_default_backend)

@@ -63,7 +63,8 @@ class Plugins:
         self.problems: list[LoadProblem] = []
         self._specs: dict[str, BackendSpec] = {}
         self._backends: dict[str, Backend] = {}
-        self._entry_points_read = False
+        self._entry_point_cache: dict[str, Any] | None = None
+        self._loaded: set[str] = set()
         self._register(CoreDefaults(), "mam.defaults", "mam (built in)")
         for module_name in BUILTIN_PLUGINS:
             self._register(importlib.import_module(module_name), module_name, "mam (built in)")
@@ -96,31 +97,47 @@ class Plugins:
             raise TypeError("mam_backends() must return a list of BackendSpec")
         return list(specs)
 
-    def read_entry_points(self) -> None:
-        """Load the third-party plugins of the `mam.backends` group, once, each guarded."""
-        if self._entry_points_read:
-            return
-        self._entry_points_read = True
-        from importlib.metadata import entry_points
+    def _entry_points(self) -> dict[str, Any]:
+        """The `mam.backends` entry points allowed by MAM_LOAD_PLUGINS / MAM_DISABLE_PLUGINS, read by name
+        without importing any of them."""
+        if self._entry_point_cache is None:
+            from importlib.metadata import entry_points  # about 45 ms: only for commands that need it
 
-        for ep in entry_points(group=ENTRY_POINT_GROUP):
-            if not _selected(ep.name, self.env):
-                continue
-            dist = ep.dist
-            provider = f"{dist.metadata['Name']} {dist.version}" if dist is not None else ep.value
-            try:
-                plugin = ep.load()
-            except Exception as exc:  # noqa: BLE001
-                self.problems.append(LoadProblem(ep.name, provider, _first_line(exc)))
-                continue
-            self._register(plugin, ep.name, provider)
+            self._entry_point_cache = {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)
+                                  if _selected(ep.name, self.env)}
+        return self._entry_point_cache
+
+    def _load_entry_point(self, name: str) -> None:
+        if name in self._loaded:
+            return
+        self._loaded.add(name)
+        ep = self._entry_points().get(name)
+        if ep is None:
+            return
+        dist = ep.dist
+        provider = f"{dist.metadata['Name']} {dist.version}" if dist is not None else ep.value
+        try:
+            plugin = ep.load()
+        except Exception as exc:  # noqa: BLE001 - reported by `mam backends`, fatal only when selected
+            self.problems.append(LoadProblem(name, provider, _first_line(exc)))
+            return
+        self._register(plugin, name, provider)
+
+    def read_entry_points(self) -> None:
+        """Load every third-party plugin, each guarded (for `mam backends`, `env` and bootstraps)."""
+        for name in sorted(self._entry_points()):
+            self._load_entry_point(name)
 
     def specs(self) -> list[BackendSpec]:
         self.read_entry_points()
         return sorted(self._specs.values(), key=lambda s: s.name)
 
     def spec(self, name: str) -> BackendSpec:
+        """A backend by name. Only the entry point of that name is imported (plugins name their entry point
+        after their backend); all of them only when it is not found that way."""
         if name not in self._specs:
+            self._load_entry_point(name)
+        if name not in self._specs and not any(p.plugin == name for p in self.problems):
             self.read_entry_points()
         if name in self._specs:
             return self._specs[name]
@@ -146,8 +163,11 @@ class Plugins:
         return self._backends[name]
 
     # The hooks, typed.
-    def scrub_rules(self) -> list[ScrubRule]:
-        self.read_entry_points()
+    def scrub_rules(self, all_plugins: bool = True) -> list[ScrubRule]:
+        """The union of the plugins' rules: of every installed plugin (for a bootstrap), or only of those
+        loaded so far (for the client environment of a query, which must not import every plugin)."""
+        if all_plugins:
+            self.read_entry_points()
         return [rule for rules in reversed(self.pm.hook.mam_env_scrub_rules()) for rule in rules or ()]
 
     def list_agents(self, backend: Backend, server: str, ctx: CallContext) -> tuple[Agent, ...] | Failure:
