@@ -1,0 +1,149 @@
+"""Driving zellij (reference/zellij.md). Its exit codes lie, so every answer is read from its text."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Mapping
+
+from mam import runner
+from mam.model import (
+    Agent,
+    BootstrapContext,
+    BootstrapResult,
+    CallContext,
+    CommandResult,
+    ErrorKind,
+    Failure,
+    ServerError,
+)
+
+EXECUTABLE = "zellij"
+NO_SESSIONS = "No active zellij sessions found."
+# Parsed from the right: names may contain spaces.
+_LINE = re.compile(r"^(?P<name>.*) \[Created (?P<age>.+?) ago\] ?"
+                   r"(?P<flag>\(current\)|\(EXITED - attach to resurrect\))?\s*$")
+_NOT_FOUND = ("There is no active session!", "Session '", "No session with the name", "No session named",
+              "Session: \"")
+POLL_INTERVAL = 0.05
+
+
+def client_env(env: Mapping[str, str]) -> dict[str, str]:
+    """Without these, "(current)" can never hide "(EXITED ...)" and no call follows the caller's session."""
+    return {k: v for k, v in env.items() if k not in ("ZELLIJ", "ZELLIJ_SESSION_NAME", "ZELLIJ_PANE_ID")}
+
+
+def parse_sessions(stdout: str, stderr: str) -> dict[str, bool]:
+    """`list-sessions -n`: session name -> alive. Raises ValueError on text it does not know."""
+    if (stderr.strip() == NO_SESSIONS and not stdout.strip()) or (stdout.strip() == NO_SESSIONS and not stderr.strip()):
+        return {}
+    if stderr.strip():
+        raise ValueError(f"zellij said: {stderr.strip().splitlines()[0][:120]}")
+    if not stdout.strip():
+        raise ValueError("empty session listing without zellij's no-session message")
+    sessions: dict[str, bool] = {}
+    for line in stdout.splitlines():
+        if not line.strip():
+            continue
+        match = _LINE.match(line)
+        if match is None:
+            raise ValueError(f"unexpected line in zellij list-sessions: {line[:80]!r}")
+        sessions[match["name"]] = match["flag"] is None or match["flag"] == "(current)"
+    return sessions
+
+
+def parse_panes(stdout: str) -> tuple[Agent, ...]:
+    panes = json.loads(stdout)
+    if not isinstance(panes, list):
+        raise ValueError("list-panes did not print a JSON list")
+    agents = []
+    for pane in panes:
+        if not isinstance(pane, dict):
+            raise ValueError("a pane entry is not an object")
+        if pane.get("exited") or pane.get("is_plugin"):
+            continue
+        title = pane.get("title")
+        command = pane.get("pane_command")
+        cwd = pane.get("pane_cwd")
+        agents.append(Agent(name=title if isinstance(title, str) and title else None,
+                            agent=command.split()[0].rsplit("/", 1)[-1] if isinstance(command, str) and command
+                            else None,
+                            cwd=cwd if isinstance(cwd, str) else None,
+                            pane_id=str(pane["id"]) if pane.get("id") is not None else None))
+    return tuple(agents)
+
+
+class ZellijBackend:
+    name = "zellij"
+
+    def _run(self, args: list[str], *, timeout: float, env: Mapping[str, str], cwd: str | None = None) -> CommandResult:
+        return runner.run([EXECUTABLE, *args], timeout=timeout, env=client_env(env), cwd=cwd)
+
+    def _sessions(self, server: str, timeout: float,
+                  env: Mapping[str, str]) -> tuple[dict[str, bool], CommandResult] | Failure:
+        result = self._run(["list-sessions", "-n"], timeout=timeout, env=env)
+        if result.returncode is None:
+            return Failure(self.name, server, result)
+        try:
+            return parse_sessions(result.stdout, result.stderr), result
+        except ValueError as exc:
+            return Failure(self.name, server, result, parse_error=str(exc))
+
+    def list_agents(self, server: str, ctx: CallContext) -> tuple[Agent, ...] | Failure:
+        sessions = self._sessions(server, ctx.timeout, ctx.env)
+        if isinstance(sessions, Failure):
+            return sessions
+        if not sessions[0].get(server, False):
+            return Failure(self.name, server, sessions[1])  # classify reads the listing again: down
+        result = self._run(["--session", server, "action", "list-panes", "--json"], timeout=ctx.timeout,
+                           env=ctx.env)
+        if result.returncode != 0 or any(marker in result.stdout + result.stderr for marker in _NOT_FOUND):
+            return Failure(self.name, server, result)
+        try:
+            return parse_panes(result.stdout)
+        except ValueError as exc:
+            return Failure(self.name, server, result, parse_error=str(exc))
+
+    def classify(self, failure: Failure) -> ServerError | None:
+        """Down only when zellij's own session listing parses and shows the session not live."""
+        result = failure.result
+        if result.argv[1:] != ("list-sessions", "-n") or failure.parse_error is not None:
+            return None
+        try:
+            sessions = parse_sessions(result.stdout, result.stderr)
+        except ValueError:
+            return None
+        if failure.server in sessions and sessions[failure.server]:
+            return None
+        state = "exited (resurrectable)" if failure.server in sessions else "not running"
+        return ServerError(ErrorKind.SERVER_DOWN, f"zellij session {failure.server} is {state}")
+
+    def version(self, ctx: CallContext) -> str | None:
+        result = self._run(["--version"], timeout=ctx.timeout, env=ctx.env)
+        return result.stdout.strip() or None if result.returncode == 0 else None
+
+    def bootstrap(self, server: str, ctx: BootstrapContext) -> BootstrapResult:
+        sessions = self._sessions(server, ctx.timeout, ctx.env)
+        if isinstance(sessions, Failure):
+            return BootstrapResult(False, False, "could not tell whether the session runs", failure=sessions)
+        if sessions[0].get(server):
+            return BootstrapResult(False, True, f"zellij session {server} is already running")
+        # The server daemonizes and inherits this environment: ctx.env is already scrubbed.
+        result = self._run(["attach", "--create-background", server], timeout=ctx.timeout, env=ctx.env,
+                           cwd=str(ctx.cwd))
+        ctx.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(ctx.log_path, "a", encoding="utf-8") as log:
+            log.write(result.stdout + result.stderr)
+        already = "Session already exists" in result.stderr
+        if result.returncode != 0 and not already:
+            return BootstrapResult(True, False, "zellij attach --create-background failed",
+                                   failure=Failure(self.name, server, result))
+        deadline = time.monotonic() + ctx.wait
+        while True:
+            sessions = self._sessions(server, ctx.timeout, ctx.env)
+            if not isinstance(sessions, Failure) and sessions[0].get(server):
+                return BootstrapResult(not already, True, f"started zellij session {server}")
+            if time.monotonic() >= deadline:
+                return BootstrapResult(True, False, f"zellij session {server} did not come up within {ctx.wait:g} s")
+            time.sleep(POLL_INTERVAL)

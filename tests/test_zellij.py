@@ -1,0 +1,111 @@
+"""The zellij backend over a fake zellij: its session listing read from the text, never from exit codes."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import Workspace
+from mam_zellij.backend import parse_sessions
+
+
+class Zellij:
+    def __init__(self, directory: Path) -> None:
+        self.dir = directory
+
+    def state(self, sessions: dict[str, Any], faults: dict[str, Any] | None = None) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        now = time.time() - 3723
+        full = {name: {"created": now, "exited": False, "panes": [], **info} for name, info in sessions.items()}
+        (self.dir / "fake-state.json").write_text(json.dumps({"sessions": full, "faults": faults or {}}))
+
+    def sessions(self) -> dict[str, Any]:
+        return dict(json.loads((self.dir / "fake-state.json").read_text())["sessions"])
+
+    def calls(self) -> list[dict[str, Any]]:
+        path = self.dir / "fake-calls.jsonl"
+        return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+
+
+@pytest.fixture
+def zellij(ws: Workspace, tmp_path: Path) -> Zellij:
+    directory = tmp_path / "zellij-sock"
+    ws.env.update({"ZELLIJ_SOCKET_DIR": str(directory), "MAM_BACKEND": "zellij"})
+    return Zellij(directory)
+
+
+def pane(pid: int, title: str, command: str = "claude", **extra: Any) -> dict[str, Any]:
+    return {"id": pid, "is_plugin": False, "title": title, "exited": False, "pane_command": command,
+            "pane_cwd": "/repo", "tab_name": "Tab #1", **extra}
+
+
+def test_listing_text_is_classified_as_the_reference_says() -> None:
+    text = ("my session with spaces [Created 2h 3m 4s ago] \n"
+            "here [Created 5s ago] (current)\n"
+            "old one [Created 1h 0m 0s ago] (EXITED - attach to resurrect)\n")
+    assert parse_sessions(text, "") == {"my session with spaces": True, "here": True, "old one": False}
+    assert parse_sessions("", "No active zellij sessions found.\n") == {}
+    with pytest.raises(ValueError):
+        parse_sessions("Error occurred: PermissionDenied\n", "")
+
+
+def test_status_over_live_exited_and_missing_sessions(ws: Workspace, zellij: Zellij) -> None:
+    zellij.state({"work": {"panes": [pane(1, "coder"), pane(2, "", "bash"), pane(3, "gone", exited=True),
+                                     pane(4, "status-bar", is_plugin=True)]},
+                  "old": {"exited": True}, "two words": {}})
+    ws.write_registry("sessions:\n  - {name: coder, backend: zellij, server: work, status: running}\n"
+                      "  - {name: x, backend: zellij, server: old, status: running}\n"
+                      "  - {name: y, backend: zellij, server: never, status: running}\n")
+    env = {**ws.env, "ZELLIJ_SESSION_NAME": "old", "ZELLIJ": "0"}  # "(current)" must not hide EXITED
+    doc = ws.mam_json("status", env=env)
+    states = {s["server"]: (s["state"], s["agents"]) for s in doc["servers"]}
+    assert states == {"work": ("up", 2), "old": ("down", 0), "never": ("down", 0)}
+    rows = {s["name"]: s for s in doc["sessions"]}
+    assert rows["coder"]["live"] == "alive" and rows["coder"]["agent"] == "claude"
+    rec = ws.mam_json("reconcile", env=env)
+    assert [(d["class"], d["name"]) for d in rec["drifts"]] == [("A", "y"), ("A", "x"), ("B", None)]
+    for call in zellij.calls():
+        assert call["argv"][:1] != ["attach"]
+
+
+def test_no_sessions_is_a_confirmed_answer(ws: Workspace, zellij: Zellij) -> None:
+    doc = ws.mam_json("ls", "--server", "anything")
+    assert doc["server"]["state"] == "down"
+
+
+@pytest.mark.parametrize("fault", [
+    {"stderr": "Error occurred: PermissionDenied\n", "exit": 1},
+    {"stdout": "garbage line\n", "exit": 0},
+    {"sleep": 30, "exit": 0},
+])
+def test_unreadable_listings_are_unknown(ws: Workspace, zellij: Zellij, fault: dict[str, Any]) -> None:
+    zellij.state({"work": {}}, faults={"list-sessions": fault})
+    proc = ws.mam("ls", "--server", "work", "--json", env={**ws.env, "MAM_TIMEOUT": "1"})
+    assert proc.returncode == 1
+    assert json.loads(proc.stdout)["server"]["state"] == "unknown"
+
+
+def test_session_not_found_text_with_exit_0_is_not_up(ws: Workspace, zellij: Zellij) -> None:
+    zellij.state({"a": {}, "b": {}}, faults={"list-sessions": {
+        "stdout": "target [Created 1s ago] \na [Created 1s ago] \n", "exit": 0}})
+    proc = ws.mam("ls", "--server", "target", "--json")
+    assert json.loads(proc.stdout)["server"]["state"] == "unknown"  # the pane listing said "not found"
+
+
+def test_bootstrap_scrubs_and_is_idempotent(ws: Workspace, zellij: Zellij) -> None:
+    env = {**ws.env, "CLAUDECODE": "1", "ZELLIJ": "0", "ZELLIJ_SESSION_NAME": "outer", "TMUX": "/x,1,0",
+           "CLAUDE_CONFIG_DIR": "/cfg"}
+    doc = ws.mam_json("bootstrap", "--server", "fresh", env=env)
+    assert doc["started"] is True
+    attaches = [c for c in zellij.calls() if c["argv"][:1] == ["attach"]]
+    assert [c["argv"] for c in attaches] == [["attach", "--create-background", "fresh"]]
+    for marker in ("CLAUDECODE", "ZELLIJ", "ZELLIJ_SESSION_NAME", "TMUX"):
+        assert marker not in attaches[0]["env"]
+    assert attaches[0]["env"]["CLAUDE_CONFIG_DIR"] == "/cfg"
+    again = ws.mam_json("bootstrap", "--server", "fresh", env=env)
+    assert again["started"] is False
+    assert len([c for c in zellij.calls() if c["argv"][:1] == ["attach"]]) == 1
