@@ -92,8 +92,9 @@ def test_invalid_registry_names_file_and_line(tmp_path: Path, text: str, line: i
 
 @pytest.mark.parametrize("text", [INVALID[k][0] for k in ("not yaml", "row without name",
                                                            "duplicate name in one server",
-                                                           "wrong type for status")],
-                         ids=["not yaml", "no name", "duplicate", "wrong type"])
+                                                           "wrong type for status", "name reads as an option",
+                                                           "server with shell characters")],
+                         ids=["not yaml", "no name", "duplicate", "wrong type", "option name", "shell server"])
 def test_invalid_registry_is_exit_2_and_never_rewritten(ws: Workspace, text: str) -> None:
     ws.write_registry(text)
     before = ws.registry.read_bytes()
