@@ -1,0 +1,159 @@
+"""The conformance kit run against mam's own backends: herdr and zellij over their fakes, tmux live."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+from conftest import FAKES, FakeHerdr, clean_environ
+from mam.model import Backend, Failure
+from mam.testing import BackendContract, FakeRunner
+from mam_herdr.backend import HerdrBackend
+from mam_tmux.backend import TmuxBackend
+from mam_zellij.backend import ZellijBackend
+
+pytest_plugins = ["mam.testing.pytest_plugin"]
+
+
+class TestHerdrContract(BackendContract):
+    down_samples: ClassVar[list[tuple[str, int]]] = [
+        ('{"error":{"code":"server_not_running"}}', 1),
+        ('{"id":"cli:agent:list","error":{"code":"server_not_running","message":"no herdr server is running"}}',
+         1),
+    ]
+    sample_argv = ("herdr", "--session", "s", "agent", "list")
+
+    @pytest.fixture
+    def backend(self) -> Backend:
+        return HerdrBackend()
+
+    @pytest.fixture
+    def env(self, tmp_path: Path) -> Iterator[dict[str, str]]:
+        config = Path(tempfile.mkdtemp(prefix="mc", dir="/tmp"))
+        env = clean_environ()
+        env.update({"XDG_CONFIG_HOME": str(config), "HOME": str(tmp_path),
+                    "PATH": f"{FAKES}{os.pathsep}{env.get('PATH', '')}"})
+        self.fake = FakeHerdr(config, env)
+        yield env
+        self.fake.cleanup()
+        shutil.rmtree(config, ignore_errors=True)
+
+    @pytest.fixture
+    def populated_server(self, env: dict[str, str]) -> tuple[str, list[str]]:
+        self.fake.start("pop")
+        self.fake.set_agents("pop", [{"agent": "claude", "agent_status": "idle", "name": "one", "pane_id": "w1:p1",
+                                      "terminal_id": "t1"}, {"agent": "codex", "agent_status": "idle",
+                                                             "pane_id": "w1:p2", "terminal_id": "t2"}])
+        return "pop", ["one"]
+
+    @pytest.fixture
+    def empty_server(self, env: dict[str, str]) -> str:
+        self.fake.start("empty")
+        return "empty"
+
+    @pytest.fixture
+    def bootstrap_server(self, env: dict[str, str]) -> Iterator[str]:
+        yield "boot"
+
+
+class TestZellijContract(BackendContract):
+    down_samples: ClassVar[list[tuple[str, int]]] = [("No active zellij sessions found.\n", 1)]
+    sample_argv = ("zellij", "list-sessions", "-n")
+
+    @pytest.fixture
+    def backend(self) -> Backend:
+        return ZellijBackend()
+
+    @pytest.fixture
+    def env(self, tmp_path: Path) -> dict[str, str]:
+        env = clean_environ()
+        env.update({"ZELLIJ_SOCKET_DIR": str(tmp_path / "z"), "HOME": str(tmp_path),
+                    "PATH": f"{FAKES}{os.pathsep}{env.get('PATH', '')}"})
+        return env
+
+    @pytest.fixture
+    def empty_server(self, env: dict[str, str]) -> str:
+        subprocess.run([str(FAKES / "zellij"), "attach", "--create-background", "quiet"], env=env, check=True,
+                       timeout=30)
+        return "quiet"
+
+    @pytest.fixture
+    def populated_server(self, env: dict[str, str]) -> tuple[str, list[str]]:
+        state = Path(env["ZELLIJ_SOCKET_DIR"])
+        state.mkdir(parents=True, exist_ok=True)
+        panes = [{"id": 1, "is_plugin": False, "title": "coder", "exited": False, "pane_command": "claude",
+                  "pane_cwd": "/repo", "tab_name": "Tab #1"}]
+        (state / "fake-state.json").write_text(json.dumps({"sessions": {"pop": {"created": 0, "exited": False,
+                                                                                "panes": panes}}}))
+        return "pop", ["coder"]
+
+    @pytest.fixture
+    def bootstrap_server(self, env: dict[str, str]) -> Iterator[str]:
+        yield "boot"
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+class TestTmuxContract(BackendContract):
+    """Live mode: against real tmux servers on private sockets."""
+
+    down_samples: ClassVar[list[tuple[str, int]]] = [
+        ("no server running on /tmp/tmux-0/x", 1),
+        ("error connecting to /tmp/tmux-0/x (No such file or directory)", 1),
+        ("server exited unexpectedly", 1),
+        ("lost server", 1),
+    ]
+    sample_argv = ("tmux", "-N", "-L", "s", "list-panes")
+
+    @pytest.fixture
+    def backend(self) -> Backend:
+        return TmuxBackend()
+
+    @pytest.fixture
+    def env(self, tmp_path: Path) -> Iterator[dict[str, str]]:
+        tmpdir = Path(tempfile.mkdtemp(prefix="mk", dir="/tmp"))
+        env = clean_environ()
+        env.update({"TMUX_TMPDIR": str(tmpdir), "HOME": str(tmp_path), "MAM_TMUX_CONFIG": "/dev/null"})
+        self.servers: list[str] = []
+        yield env
+        for server in self.servers:
+            subprocess.run(["tmux", "-L", server, "kill-server"], env=env, capture_output=True, timeout=30)
+        shutil.rmtree(tmpdir, ignore_errors=True)
+
+    def _server(self) -> str:
+        name = f"mam-kit-{uuid.uuid4().hex[:6]}"
+        self.servers.append(name)
+        return name
+
+    @pytest.fixture
+    def populated_server(self, env: dict[str, str]) -> tuple[str, list[str]]:
+        server = self._server()
+        for name in ("alpha", "beta"):
+            subprocess.run(["tmux", "-L", server, "-f", "/dev/null", "new-session", "-d", "-s", name, "sleep 600"],
+                           env=env, check=True, timeout=30)
+        return server, ["alpha", "beta"]
+
+    @pytest.fixture
+    def bootstrap_server(self, env: dict[str, str]) -> Iterator[str]:
+        yield self._server()
+
+
+def test_fake_runner_lets_a_backend_run_without_its_binary(fake_runner: FakeRunner) -> None:
+    from mam.model import CallContext
+
+    fake_runner.answer(["tmux", "-N", "-L", "s1", "list-panes"], 0,
+                       "$1\x1fagent\x1f0\x1f0\x1f%3\x1f42\x1fclaude\x1f/repo\n")
+    agents = TmuxBackend().list_agents("s1", CallContext(timeout=1, env={}))
+    assert not isinstance(agents, Failure)
+    assert [(a.name, a.agent, a.cwd, a.pane_id) for a in agents] == [("agent", "claude", "/repo", "%3")]
+    assert fake_runner.calls[0][:4] == ("tmux", "-N", "-L", "s1")
+    missing = TmuxBackend().list_agents("s2", CallContext(timeout=1, env={}))
+    assert isinstance(missing, Failure) and missing.result.not_found
