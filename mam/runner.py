@@ -5,9 +5,12 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar
 
-from mam.model import CommandResult
+from mam.model import CommandResult, Failure
+
+T = TypeVar("T")
 
 DEFAULT_TIMEOUT = 10.0
 
@@ -45,6 +48,18 @@ def run(argv: Sequence[str], *, timeout: float, env: Mapping[str, str], cwd: str
             stdout, stderr = "", ""
         return CommandResult(args, None, stdout or "", stderr or "", timed_out=True, timeout=timeout)
     return CommandResult(args, proc.returncode, stdout, stderr, timeout=timeout)
+
+
+def parse_or_failure(backend: str, server: str, result: CommandResult,
+                     parse: Callable[[str], T]) -> T | Failure:
+    """A backend call's answer: `parse(stdout)` when it exited 0 and parses, else the Failure to classify.
+    `parse` raises ValueError on output it does not recognise."""
+    if result.returncode != 0:
+        return Failure(backend, server, result)
+    try:
+        return parse(result.stdout)
+    except ValueError as exc:
+        return Failure(backend, server, result, parse_error=str(exc))
 
 
 def timeout_from_env(env: Mapping[str, str], var: str = "MAM_TIMEOUT", default: float = DEFAULT_TIMEOUT) -> float:

@@ -87,12 +87,7 @@ class HerdrBackend:
 
     def list_agents(self, server: str, ctx: CallContext) -> tuple[Agent, ...] | Failure:
         result = runner.run(_argv(server, "agent", "list"), timeout=ctx.timeout, env=ctx.env)
-        if result.returncode != 0:
-            return Failure(self.name, server, result)
-        try:
-            return parse_agent_list(result.stdout)
-        except ValueError as exc:
-            return Failure(self.name, server, result, parse_error=str(exc))
+        return runner.parse_or_failure(self.name, server, result, parse_agent_list)
 
     def classify(self, failure: Failure) -> ServerError | None:
         result = failure.result
@@ -120,12 +115,8 @@ class HerdrBackend:
         # `session list --json` never contacts a server, so probing cannot start or disturb one.
         result = runner.run([EXECUTABLE, "session", "list", "--json"], timeout=ctx.timeout, env=ctx.env,
                             cwd=str(ctx.cwd))
-        if result.returncode != 0:
-            return Failure(self.name, server, result)
-        try:
-            return parse_session_list(result.stdout).get(server, False)
-        except ValueError as exc:
-            return Failure(self.name, server, result, parse_error=str(exc))
+        return runner.parse_or_failure(self.name, server, result,
+                                       lambda stdout: parse_session_list(stdout).get(server, False))
 
     def bootstrap(self, server: str, ctx: BootstrapContext) -> BootstrapResult:
         running = self._running(server, ctx)

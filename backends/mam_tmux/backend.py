@@ -106,12 +106,7 @@ class TmuxBackend:
 
     def list_agents(self, server: str, ctx: CallContext) -> tuple[Agent, ...] | Failure:
         result = self._run(server, ["list-panes", "-a", "-F", LIST_FORMAT], timeout=ctx.timeout, env=ctx.env)
-        if result.returncode != 0:
-            return Failure(self.name, server, result)
-        try:
-            return parse_panes(result.stdout)
-        except ValueError as exc:
-            return Failure(self.name, server, result, parse_error=str(exc))
+        return runner.parse_or_failure(self.name, server, result, parse_panes)
 
     def classify(self, failure: Failure) -> ServerError | None:
         if failure.result.returncode in (None, 0):

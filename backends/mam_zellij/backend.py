@@ -98,12 +98,9 @@ class ZellijBackend:
             return Failure(self.name, server, sessions[1])  # classify reads the listing again: down
         result = self._run(["--session", server, "action", "list-panes", "--json"], timeout=ctx.timeout,
                            env=ctx.env)
-        if result.returncode != 0 or any(marker in result.stdout + result.stderr for marker in _NOT_FOUND):
-            return Failure(self.name, server, result)
-        try:
-            return parse_panes(result.stdout)
-        except ValueError as exc:
-            return Failure(self.name, server, result, parse_error=str(exc))
+        if any(marker in result.stdout + result.stderr for marker in _NOT_FOUND):
+            return Failure(self.name, server, result)  # exit 0 or not: zellij's exit codes lie
+        return runner.parse_or_failure(self.name, server, result, parse_panes)
 
     def classify(self, failure: Failure) -> ServerError | None:
         """Down only when zellij's own session listing parses and shows the session not live."""
