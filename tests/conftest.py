@@ -150,3 +150,13 @@ def ws(tmp_path: Path) -> Iterator[Workspace]:
     finally:
         herdr.cleanup()
         shutil.rmtree(config, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def echo_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The third-party test backend tests/plugins/mam-echo, installed with pip into its own folder."""
+    target = tmp_path_factory.mktemp("echo-site")
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target),
+                    str(Path(__file__).parent / "plugins" / "mam-echo")], check=True, timeout=300,
+                   capture_output=True)
+    return target

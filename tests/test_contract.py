@@ -157,3 +157,34 @@ def test_fake_runner_lets_a_backend_run_without_its_binary(fake_runner: FakeRunn
     assert fake_runner.calls[0][:4] == ("tmux", "-N", "-L", "s1")
     missing = TmuxBackend().list_agents("s2", CallContext(timeout=1, env={}))
     assert isinstance(missing, Failure) and missing.result.not_found
+
+
+class TestThirdPartyEchoContract(BackendContract):
+    """The kit against a third-party backend that pip installed and that mam finds by its entry point."""
+
+    down_samples: ClassVar[list[tuple[str, int]]] = [("echo: no such server", 1)]
+    sample_argv = ("echo",)
+
+    @pytest.fixture(autouse=True)
+    def _installed(self, echo_site: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.syspath_prepend(str(echo_site))
+        monkeypatch.setenv("PYTHONPATH", str(echo_site))
+
+    @pytest.fixture
+    def backend(self, _installed: None) -> Backend:
+        from mam.plugins import Plugins
+
+        return Plugins(os.environ).backend("echo")
+
+    @pytest.fixture
+    def env(self, _installed: None) -> dict[str, str]:
+        return {**clean_environ(), "PYTHONPATH": os.environ["PYTHONPATH"],
+                "ECHO_AGENTS": json.dumps({"pop": ["a", "b"], "empty": []})}
+
+    @pytest.fixture
+    def populated_server(self) -> tuple[str, list[str]]:
+        return "pop", ["a", "b"]
+
+    @pytest.fixture
+    def empty_server(self) -> str:
+        return "empty"

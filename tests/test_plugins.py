@@ -4,6 +4,7 @@ never take the CLI down; only selecting a broken backend fails (exit 4)."""
 from __future__ import annotations
 
 import json
+import os
 import textwrap
 from pathlib import Path
 
@@ -12,32 +13,6 @@ import pytest
 from conftest import Workspace
 
 PLUGINS = {
-    "mam_echo_plugin.py": '''
-        import json, os
-        from mam.hookspecs import hookimpl
-        from mam.model import Agent, BackendSpec, BootstrapResult, ErrorKind, Failure, ServerError, CommandResult
-
-        class EchoBackend:
-            """Lists the agents named in $ECHO_AGENTS (a JSON object: server -> names); other servers are down."""
-            name = "echo"
-            def list_agents(self, server, ctx):
-                table = json.loads(ctx.env.get("ECHO_AGENTS", "{}"))
-                if server in table:
-                    return tuple(Agent(name=n, agent="echo") for n in table[server])
-                return Failure("echo", server, CommandResult(("echo",), 1, "", "echo: no such server"))
-            def classify(self, failure):
-                if "no such server" in failure.result.stderr:
-                    return ServerError(ErrorKind.SERVER_DOWN, failure.result.stderr)
-                return None
-            def bootstrap(self, server, ctx):
-                return BootstrapResult(False, True, "always up")
-            def version(self, ctx):
-                return "echo 1.0"
-
-        @hookimpl
-        def mam_backends():
-            return [BackendSpec("echo", "a test backend", None, EchoBackend, markers=("ECHO_PANE",))]
-    ''',
     "mam_broken_plugin.py": '''
         import nonexistent_dependency_of_broken  # fails at import time
     ''',
@@ -57,12 +32,13 @@ PLUGINS = {
             return [BackendSpec("herdr", "an impostor", "herdr", lambda: None)]
     ''',
 }
-ENTRY_POINTS = {"echo": "mam_echo_plugin", "broken": "mam_broken_plugin", "badhook": "mam_badhook_plugin",
+ENTRY_POINTS = {"broken": "mam_broken_plugin", "badhook": "mam_badhook_plugin",
                 "clash": "mam_clash_plugin"}
 
 
 @pytest.fixture
-def plugin_env(ws: Workspace, tmp_path: Path) -> dict[str, str]:
+def plugin_env(ws: Workspace, tmp_path: Path, echo_site: Path) -> dict[str, str]:
+    """The pip-installed mam-echo, plus broken plugins declared by a hand-made dist-info."""
     site = tmp_path / "site"
     site.mkdir()
     for name, source in PLUGINS.items():
@@ -72,7 +48,7 @@ def plugin_env(ws: Workspace, tmp_path: Path) -> dict[str, str]:
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: mam-test-plugins\nVersion: 2.5.0\n")
     (dist / "entry_points.txt").write_text(
         "[mam.backends]\n" + "".join(f"{k} = {v}\n" for k, v in ENTRY_POINTS.items()))
-    return {**ws.env, "PYTHONPATH": str(site)}
+    return {**ws.env, "PYTHONPATH": f"{echo_site}{os.pathsep}{site}"}
 
 
 def test_broken_plugins_leave_herdr_working(ws: Workspace, plugin_env: dict[str, str]) -> None:
@@ -88,7 +64,7 @@ def test_backends_reports_each_problem(ws: Workspace, plugin_env: dict[str, str]
     by_name = {}
     for entry in doc["backends"]:
         by_name.setdefault(entry["name"], entry)
-    assert by_name["echo"]["error"] is None and by_name["echo"]["provider"] == "mam-test-plugins 2.5.0"
+    assert by_name["echo"]["error"] is None and by_name["echo"]["provider"] == "mam-echo 1.2.0"
     assert "nonexistent_dependency_of_broken" in by_name["broken"]["error"]
     assert "mam_list_agent" in by_name["badhook"]["error"]
     clash = [e for e in doc["backends"] if e["name"] == "clash"][0]
@@ -133,4 +109,4 @@ def test_status_imports_only_the_backends_it_needs(ws: Workspace, plugin_env: di
     ws.write_registry("sessions:\n  - {name: a, server: s1, status: running}\n")
     modules = _modules_after(["status", "--json"], plugin_env, ws.root)
     assert "mam_herdr.backend" in modules
-    assert not {"mam_broken_plugin", "mam_echo_plugin", "mam_tmux", "mam_tmux.backend"} & modules
+    assert not {"mam_broken_plugin", "mam_echo", "mam_tmux", "mam_tmux.backend"} & modules
