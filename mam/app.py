@@ -72,6 +72,11 @@ class App:
         return envscrub.plan(self.env, rules, envscrub.keep_rules(config.keep, source))
 
     @cached_property
+    def server_env(self) -> dict[str, str]:
+        """What a server or an agent mam starts gets: scrubbed by the rules of every installed plugin."""
+        return self.scrub_plan().env
+
+    @cached_property
     def backend_env(self) -> dict[str, str]:
         """Every backend process runs scrubbed, so no marker can steer it to the wrong server."""
         return self.scrub_plan(all_plugins=False).env

@@ -156,6 +156,52 @@ def bootstrap(
 
 
 @app.command()
+def spawn(
+    name: Annotated[str, typer.Argument(help="The agent's name, unique on its server.")],
+    args: Annotated[list[str] | None, typer.Argument(help="Arguments for the agent, after --.")] = None,
+    agent: Annotated[str | None, typer.Option("--agent", metavar="KIND",
+                                              help="Agent kind: claude, codex, gemini, opencode, ...")] = None,
+    server: Annotated[str | None, typer.Option("--server", metavar="NAME",
+                                               help="Server to start it on (default $MAM_SERVER, else mam).")]
+    = None,
+    cwd: Annotated[str | None, typer.Option("--cwd", metavar="DIR", help="Working directory.")] = None,
+    command: Annotated[str | None, typer.Option("--command", metavar="CMD",
+                                                help="Run this command instead of the agent's own program.")]
+    = None,
+    json_: JsonFlag = False,
+) -> None:
+    """Start an agent in a new pane or session, registered at once; starts its server if it is down."""
+    from mam.lifecycle import spawn_document
+
+    doc = spawn_document(_open(), name, agent=agent, server=server, cwd=cwd, command=command, args=args or [])
+    s = doc["session"]
+    _emit(doc, json_, None if json_ else f"{s['name']} is {s['status']} on {s['backend']} server {s['server']} "
+                                          f"(pane {s['pane_id']}, cwd {s['cwd']})")
+
+
+@app.command()
+def stop(
+    name: Annotated[str, typer.Argument(help="The agent to stop.")],
+    server: Annotated[str | None, typer.Option("--server", metavar="NAME", help="Its server.")] = None,
+    json_: JsonFlag = False,
+) -> None:
+    """Close an agent's pane or session and mark it stopped (terminated when it was already gone)."""
+    from mam.lifecycle import stop_document
+
+    doc = stop_document(_open(), name, server)
+    _emit(doc, json_, None if json_ else f"{doc['name']} on {doc['backend']} server {doc['server']}: "
+                                          f"{doc['status']} ({doc['message']})")
+
+
+@app.command()
+def demo() -> None:
+    """Show mam at work on a private tmux server: spawn, status, drift, reconcile --apply; then clean up."""
+    from mam.demo import run_demo
+
+    raise typer.Exit(run_demo(typer.echo))
+
+
+@app.command()
 def backends(json_: JsonFlag = False) -> None:
     """Installed backends: where each comes from, its binary, its version, load errors."""
     from mam import render

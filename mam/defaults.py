@@ -14,6 +14,9 @@ from mam.model import (
     Failure,
     ScrubRule,
     ServerError,
+    SpawnRequest,
+    SpawnResult,
+    StopResult,
 )
 
 
@@ -67,3 +70,19 @@ class CoreDefaults:
     @hookimpl(trylast=True)
     def mam_classify_error(self, backend: Backend, failure: Failure) -> ServerError:
         return process_classification(failure) or backend.classify(failure) or fallback_classification(failure)
+
+    @hookimpl(trylast=True)
+    def mam_spawn_agent(self, backend: Backend, server: str, request: SpawnRequest, ctx: CallContext) -> SpawnResult:
+        spawn = getattr(backend, "spawn", None)
+        if spawn is None:
+            return SpawnResult(False, f"backend {backend.name} cannot start agents")
+        result: SpawnResult = spawn(server, request, ctx)
+        return result
+
+    @hookimpl(trylast=True)
+    def mam_stop_agent(self, backend: Backend, server: str, name: str, ctx: CallContext) -> StopResult:
+        stop = getattr(backend, "stop", None)
+        if stop is None:
+            return StopResult(False, f"backend {backend.name} cannot stop agents")
+        result: StopResult = stop(server, name, ctx)
+        return result

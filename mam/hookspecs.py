@@ -18,6 +18,9 @@ from mam.model import (
     Failure,
     ScrubRule,
     ServerError,
+    SpawnRequest,
+    SpawnResult,
+    StopResult,
 )
 
 hookspec = pluggy.HookspecMarker("mam")
@@ -78,5 +81,25 @@ def mam_classify_error(backend: Backend, failure: Failure) -> ServerError | None
         unambiguous signal, or None when this plugin does not positively recognise the failure. The core's
         default implementation (trylast) asks `backend.classify`, then falls back to timeout,
         not_installed, bad_output or unknown: it never guesses "down".
+    """
+    raise NotImplementedError
+
+
+@hookspec(firstresult=True)
+def mam_spawn_agent(backend: Backend, server: str, request: SpawnRequest, ctx: CallContext) -> SpawnResult | None:
+    """Start one agent on a running `server`, in a new pane or session named `request.name`.
+
+    :param ctx: `ctx.env` is already scrubbed; the agent's process must get exactly that environment.
+    :return: whether the backend accepted it, and the pane it made. The core registers the row and then
+        waits until the agent is listed. The core's default implementation calls `backend.spawn`.
+    """
+    raise NotImplementedError
+
+
+@hookspec(firstresult=True)
+def mam_stop_agent(backend: Backend, server: str, name: str, ctx: CallContext) -> StopResult | None:
+    """Close the pane or session of agent `name` on `server`, killing its processes.
+
+    :return: `stopped` True when it ran and is closed, False when it was already gone (not an error).
     """
     raise NotImplementedError

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 from typing import Any
 
 from mam.app import App
 from mam.errors import MamError
-from mam.model import BootstrapContext, ErrorKind, ServerOutcome, ServerState
+from mam.model import BootstrapContext, BootstrapResult, ErrorKind, ServerOutcome, ServerState
 from mam.names import check_name
 from mam.query import query_server
 from mam.status import call_context
 
 
-def _require_binary(app: App, outcome_error_kind: ErrorKind | None, what: str) -> None:
+def require_binary(app: App, outcome_error_kind: ErrorKind | None, what: str) -> None:
     if outcome_error_kind is ErrorKind.NOT_INSTALLED:
         spec = app.plugins.spec(app.backend_name)
         raise MamError("backend_unavailable", f"{spec.executable or spec.name}: not found on PATH; {what}",
@@ -24,27 +25,33 @@ def ls_document(app: App, server: str) -> tuple[dict[str, Any], ServerOutcome]:
     check_name(server, "server name")
     app.plugins.backend(app.backend_name)
     outcome = query_server(app.plugins, app.backend_name, server, call_context(app))
-    _require_binary(app, outcome.error.kind if outcome.error else None, "mam ls needs it")
+    require_binary(app, outcome.error.kind if outcome.error else None, "mam ls needs it")
     return ({"schema": 1, "server": outcome.as_json(), "agents": [a.as_json() for a in outcome.agents]}, outcome)
 
 
-def bootstrap_document(app: App, server: str) -> dict[str, Any]:
-    check_name(server, "server name")
+def start_server(app: App, server: str) -> tuple[BootstrapResult, Path]:
+    """Start `server` of the selected backend if it is down, scrubbed; raise unless it is up afterwards."""
     backend = app.plugins.backend(app.backend_name)
-    plan = app.scrub_plan()
     log_path = app.log_path(app.backend_name, server)
-    ctx = BootstrapContext(timeout=app.timeout, wait=app.bootstrap_wait, env=plan.env, log_path=log_path,
+    ctx = BootstrapContext(timeout=app.timeout, wait=app.bootstrap_wait, env=app.server_env, log_path=log_path,
                            cwd=app.workspace.root)
     result = app.plugins.bootstrap(backend, server, ctx)
     if not result.up:
         if result.failure is not None:
             error = app.plugins.classify(backend, result.failure)
-            _require_binary(app, error.kind, "mam bootstrap needs it")
+            require_binary(app, error.kind, "mam bootstrap needs it")
             message = f"{result.message}: {error.message}"
         else:
             message = result.message
         raise MamError("operation_failed", f"{app.backend_name} server {server} did not come up: {message}",
                        hint=f"see {log_path}" if log_path.exists() else None)
+    return result, log_path
+
+
+def bootstrap_document(app: App, server: str) -> dict[str, Any]:
+    check_name(server, "server name")
+    result, log_path = start_server(app, server)
+    plan = app.scrub_plan()
     return {"schema": 1, "backend": app.backend_name, "server": server, "state": ServerState.UP.value,
             "started": result.started, "pid": result.pid, "log": str(log_path) if result.started else None,
             "removed_env": [d.name for d in plan.removed], "message": result.message}

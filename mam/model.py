@@ -118,6 +118,31 @@ class BootstrapResult:
     failure: Failure | None = None  # when not up: the call that failed, for the classify hook
 
 
+@dataclass(frozen=True)
+class SpawnRequest:
+    """Start one agent: `argv` is run as given (no shell) in a new pane or session named `name`."""
+
+    name: str
+    agent: str | None
+    cwd: str
+    argv: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SpawnResult:
+    ok: bool
+    message: str
+    pane_id: str | None = None
+    failure: Failure | None = None
+
+
+@dataclass(frozen=True)
+class StopResult:
+    stopped: bool  # True: it was running and is closed now; False: it was already gone
+    message: str
+    failure: Failure | None = None  # the backend could not tell or could not close it
+
+
 class Backend(Protocol):
     """The object a backend plugin hands the core. It runs its CLI; it never scrubs or writes the registry."""
 
@@ -130,6 +155,14 @@ class Backend(Protocol):
     def classify(self, failure: Failure) -> ServerError | None: ...
 
     def version(self, ctx: CallContext) -> str | None: ...
+
+
+class SpawningBackend(Backend, Protocol):
+    """A backend that can also start and stop agents (`mam spawn`, `mam stop`)."""
+
+    def spawn(self, server: str, request: SpawnRequest, ctx: CallContext) -> SpawnResult: ...
+
+    def stop(self, server: str, name: str, ctx: CallContext) -> StopResult: ...
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,9 @@ from mam.model import (
     Failure,
     ScrubRule,
     ServerError,
+    SpawnRequest,
+    SpawnResult,
+    StopResult,
 )
 
 ENTRY_POINT_GROUP = "mam.backends"
@@ -180,4 +183,12 @@ class Plugins:
 
     def bootstrap(self, backend: Backend, server: str, ctx: BootstrapContext) -> BootstrapResult:
         result: BootstrapResult = self.pm.hook.mam_bootstrap_server(backend=backend, server=server, ctx=ctx)
+        return result
+
+    def spawn(self, backend: Backend, server: str, request: SpawnRequest, ctx: CallContext) -> SpawnResult:
+        result: SpawnResult = self.pm.hook.mam_spawn_agent(backend=backend, server=server, request=request, ctx=ctx)
+        return result
+
+    def stop(self, backend: Backend, server: str, name: str, ctx: CallContext) -> StopResult:
+        result: StopResult = self.pm.hook.mam_stop_agent(backend=backend, server=server, name=name, ctx=ctx)
         return result

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -160,3 +161,52 @@ def echo_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
                     str(Path(__file__).parent / "plugins" / "mam-echo")], check=True, timeout=300,
                    capture_output=True)
     return target
+
+
+@dataclass
+class Tmux:
+    tmpdir: Path  # $TMUX_TMPDIR: every socket of the test lives below it, never the default one
+    env: dict[str, str]
+    servers: set[str] = field(default_factory=set)
+
+    def name(self) -> str:
+        server = f"mam-test-{uuid.uuid4().hex[:8]}"
+        self.servers.add(server)
+        return server
+
+    def run(self, server: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        self.servers.add(server)
+        return subprocess.run(["tmux", "-L", server, "-f", "/dev/null", *args], env=self.env, capture_output=True,
+                              text=True, timeout=20, check=check, stdin=subprocess.DEVNULL)
+
+    def agent(self, server: str, name: str, cwd: str = "/", command: str = "sleep 600") -> None:
+        self.run(server, "new-session", "-d", "-s", name, "-c", cwd, command)
+
+    @property
+    def socket_dir(self) -> Path:
+        return self.tmpdir / f"tmux-{os.getuid()}"
+
+    def sockets(self) -> list[str]:
+        return sorted(p.name for p in self.socket_dir.iterdir()) if self.socket_dir.exists() else []
+
+    def pane_env(self, server: str, target: str) -> dict[str, str]:
+        pid = self.run(server, "list-panes", "-t", target, "-F", "#{pane_pid}").stdout.split()[0]
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+        return dict(item.split("=", 1) for item in raw.decode().split("\0") if "=" in item)
+
+    def cleanup(self) -> None:
+        for server in self.servers:
+            subprocess.run(["tmux", "-L", server, "kill-server"], env=self.env, capture_output=True, timeout=20,
+                           stdin=subprocess.DEVNULL)
+        shutil.rmtree(self.tmpdir, ignore_errors=True)
+
+
+@pytest.fixture
+def tmux(ws: Workspace) -> Iterator[Tmux]:
+    tmpdir = Path(tempfile.mkdtemp(prefix="mt", dir="/tmp"))  # short: socket paths are limited
+    ws.env.update({"TMUX_TMPDIR": str(tmpdir), "MAM_TMUX_CONFIG": "/dev/null", "MAM_BACKEND": "tmux"})
+    t = Tmux(tmpdir, ws.env)
+    try:
+        yield t
+    finally:
+        t.cleanup()

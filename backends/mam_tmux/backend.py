@@ -15,6 +15,9 @@ from mam.model import (
     ErrorKind,
     Failure,
     ServerError,
+    SpawnRequest,
+    SpawnResult,
+    StopResult,
 )
 
 EXECUTABLE = "tmux"
@@ -96,6 +99,11 @@ def classify_stderr(stderr: str) -> ServerError | None:
     return None
 
 
+def escape_separator(arg: str) -> str:
+    """tmux reads an argument ending in ';' as a command separator; a backslash before it keeps it literal."""
+    return arg[:-1] + "\\;" if arg.endswith(";") else arg
+
+
 class TmuxBackend:
     name = "tmux"
 
@@ -147,3 +155,29 @@ class TmuxBackend:
             return BootstrapResult(True, False, "the new tmux server does not answer",
                                    failure=Failure(self.name, server, confirm))
         return BootstrapResult(True, True, f"started tmux server {server}")
+
+    def spawn(self, server: str, request: SpawnRequest, ctx: CallContext) -> SpawnResult:
+        if "." in request.name:
+            # tmux 3.2-3.6 rewrite "." in session names to "_": the agent would never be found by its name.
+            return SpawnResult(False, f"tmux cannot keep the name {request.name!r}: use one without '.'")
+        args = ["new-session", "-d", "-s", request.name, "-c", request.cwd, "-P", "-F", "#{pane_id}", "--",
+                *(escape_separator(arg) for arg in request.argv)]
+        if request.agent:
+            # In the same invocation, so the kind is there before anyone lists the session; without -t it
+            # applies to the session just made.
+            args += [";", "set-option", "@mam_agent", request.agent]
+        result = self._run(server, args, timeout=ctx.timeout, env=ctx.env, query=False, cwd=request.cwd)
+        if result.returncode != 0 or result.stderr.strip():
+            return SpawnResult(False, "tmux refused the new session", failure=Failure(self.name, server, result))
+        return SpawnResult(True, f"started {request.name} on tmux server {server}",
+                           pane_id=result.stdout.strip() or None)
+
+    def stop(self, server: str, name: str, ctx: CallContext) -> StopResult:
+        result = self._run(server, ["kill-session", "-t", "=" + name], timeout=ctx.timeout, env=ctx.env)
+        if result.returncode == 0:
+            return StopResult(True, f"closed tmux session {name}")
+        first = result.stderr.strip().splitlines()[0] if result.stderr.strip() else ""
+        down = classify_stderr(result.stderr)
+        if first.startswith("can't find session") or (down is not None and down.kind is ErrorKind.SERVER_DOWN):
+            return StopResult(False, f"{name} was not running on tmux server {server}")
+        return StopResult(False, "tmux could not close the session", failure=Failure(self.name, server, result))

@@ -1,0 +1,57 @@
+"""`mam demo`: mam's main job, shown on a private tmux server, then everything it made is removed.
+
+The tmux socket lives in a temporary TMUX_TMPDIR and the registry in a temporary workspace, so the demo
+never touches the user's tmux servers or registry.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from mam import render, runner
+from mam.app import App
+from mam.errors import MamError
+from mam.lifecycle import spawn_document
+from mam.reconcile import reconcile_document
+from mam.status import status_document
+
+SERVER = "mam-demo"
+AGENTS = ("demo-claude", "demo-codex")
+
+
+def run_demo(say: Callable[[str], None]) -> int:
+    if shutil.which("tmux") is None:
+        raise MamError("backend_unavailable", "mam demo needs tmux", hint="apt-get install -y tmux")
+    tmpdir = tempfile.mkdtemp(prefix="mam-demo-", dir="/tmp")  # short: socket paths are limited
+    workspace = Path(tmpdir) / "workspace"
+    workspace.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MAM_", "TMUX"))}
+    env.update({"TMUX_TMPDIR": tmpdir, "MAM_TMUX_CONFIG": "/dev/null", "MAM_BOOTSTRAP_TIMEOUT": "10"})
+    app = App.open(str(workspace), "tmux", env)
+    try:
+        say(f"# a private tmux server {SERVER!r} (socket under {tmpdir}) and a scratch workspace\n")
+        for name in AGENTS:
+            command = f"sh -c 'echo {name} is a stand-in agent; exec sleep 600'"
+            doc = spawn_document(app, name, agent=None, server=SERVER, cwd=str(workspace), command=command, args=[])
+            say(f"$ mam --backend tmux spawn {name} --server {SERVER} --command \"{command}\"")
+            say(f"{name}: {doc['session']['status']} in pane {doc['session']['pane_id']}")
+        say("\n$ mam --backend tmux status")
+        say(render.status_text(status_document(app)))
+        victim = AGENTS[1]
+        say(f"\n# {victim} dies behind mam's back: tmux -L {SERVER} kill-session -t ={victim}")
+        runner.run(["tmux", "-L", SERVER, "kill-session", "-t", "=" + victim], timeout=10, env=app.backend_env)
+        say("\n$ mam --backend tmux reconcile")
+        say(render.reconcile_text(reconcile_document(app)))
+        say("\n$ mam --backend tmux reconcile --apply")
+        say(render.reconcile_text(reconcile_document(app, apply=True)))
+        say("\n$ mam --backend tmux status")
+        say(render.status_text(status_document(app)))
+        say("\n# cleaning up: the demo's tmux server, socket and workspace are removed")
+        return 0
+    finally:
+        runner.run(["tmux", "-L", SERVER, "kill-server"], timeout=10, env=app.backend_env)
+        shutil.rmtree(tmpdir, ignore_errors=True)

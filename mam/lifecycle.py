@@ -1,0 +1,172 @@
+"""`mam spawn` and `mam stop`: start and stop agents through their backend, registered the moment they exist.
+
+Backend-agnostic: the backend is reached through the spawn and stop hooks only.
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from mam import registry
+from mam.app import App
+from mam.errors import MamError
+from mam.inspect import require_binary, start_server
+from mam.model import Agent, CallContext, ServerState, SpawnRequest
+from mam.names import check_name
+from mam.query import query_server
+from mam.registry import Row, RowKey
+from mam.status import session_entry
+
+# The executable of each agent kind mam knows; anything else runs with --command.
+AGENT_COMMANDS: dict[str, tuple[str, ...]] = {
+    "claude": ("claude",), "codex": ("codex",), "gemini": ("gemini",), "opencode": ("opencode",),
+    "grok": ("grok",), "hermes": ("hermes",), "cursor": ("cursor-agent",), "copilot": ("copilot",),
+    "qwen": ("qwen",), "amp": ("amp",), "goose": ("goose",), "crush": ("crush",),
+}
+POLL_INTERVAL = 0.05
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def default_server(app: App, server: str | None) -> str:
+    return check_name(server or app.env.get("MAM_SERVER") or "mam", "server name")
+
+
+def agent_argv(agent: str | None, command: str | None, args: list[str]) -> tuple[str, ...]:
+    if command is not None:
+        try:
+            words = shlex.split(command)
+        except ValueError as exc:
+            raise MamError("usage", f"--command {command!r}: {exc}") from None
+        if not words:
+            raise MamError("usage", "--command is empty")
+        return (*words, *args)
+    if agent is None:
+        raise MamError("usage", "say which agent to run with --agent KIND, or any program with --command CMD")
+    if agent not in AGENT_COMMANDS:
+        known = ", ".join(sorted(AGENT_COMMANDS))
+        raise MamError("usage", f"unknown agent kind {agent!r}: known are {known}",
+                       hint="run any other agent with --command CMD")
+    return (*AGENT_COMMANDS[agent], *args)
+
+
+def _set_row(key: RowKey, fields: dict[str, Any], create: bool) -> registry.Change:
+    """Update the row of `key` (or append it to `sessions:` when `create`), keeping its other keys."""
+
+    def change(document: dict[str, Any], rows: tuple[Row, ...]) -> bool:
+        row = next((r for r in rows if r.key == key), None)
+        if row is not None:
+            row.raw.update(fields)
+            return True
+        if not create:
+            return False
+        backend, server, name = key
+        document.setdefault(registry.SESSIONS, None)
+        if document[registry.SESSIONS] is None:
+            document[registry.SESSIONS] = []
+        document[registry.SESSIONS].append({"name": name, "backend": backend, "server": server, **fields})
+        return True
+
+    return change
+
+
+def _update(app: App, key: RowKey, fields: dict[str, Any], create: bool = False) -> registry.Registry:
+    return registry.update(app.workspace.registry_path, app.row_default_backend, _set_row(key, fields, create))
+
+
+def _wait_listed(app: App, server: str, name: str, ctx: CallContext) -> Agent | None:
+    deadline = time.monotonic() + app.bootstrap_wait
+    while True:
+        outcome = query_server(app.plugins, app.backend_name, server, ctx)
+        agent = next((a for a in outcome.agents if a.name == name), None)
+        if agent is not None or time.monotonic() >= deadline:
+            return agent
+        time.sleep(POLL_INTERVAL)
+
+
+def spawn_document(app: App, name: str, *, agent: str | None, server: str | None, cwd: str | None,
+                   command: str | None, args: list[str]) -> dict[str, Any]:
+    check_name(name, "agent name")
+    server = default_server(app, server)
+    argv = agent_argv(agent, command, args)
+    directory = Path(cwd or ".").resolve() if cwd else Path.cwd()
+    if not directory.is_dir():
+        raise MamError("usage", f"--cwd {cwd}: not a directory")
+    backend = app.plugins.backend(app.backend_name)
+    app.load_registry()  # an invalid registry is refused before anything starts
+    ctx = CallContext(timeout=app.timeout, env=app.server_env)
+    outcome = query_server(app.plugins, app.backend_name, server, ctx)
+    require_binary(app, outcome.error.kind if outcome.error else None, "mam spawn needs it")
+    if any(a.name == name for a in outcome.agents):
+        raise MamError("invalid_name", f"{name} is already running on {app.backend_name} server {server}",
+                       hint="pick another name, or `mam stop` it first")
+    if outcome.state is not ServerState.UP:
+        if app.env.get("MAM_NO_AUTOSTART") == "1":
+            # Sending the spawn anyway could start the server as a side effect (tmux new-session does).
+            detail = outcome.error.message if outcome.error else outcome.state.value
+            raise MamError("operation_failed", f"{app.backend_name} server {server} is not up ({detail}) and "
+                           "MAM_NO_AUTOSTART=1", hint=f"start it with `mam bootstrap --server {server}`")
+        start_server(app, server)
+    key = (app.backend_name, server, name)
+    kind = agent or Path(argv[0]).name
+    _update(app, key, {"status": "starting", "agent": kind, "pane": {"cwd": str(directory)}, "created_at": _now()},
+            create=True)
+    result = app.plugins.spawn(backend, server, SpawnRequest(name, kind, str(directory), argv), ctx)
+    if not result.ok:
+        detail = result.message
+        if result.failure is not None:
+            detail += ": " + app.plugins.classify(backend, result.failure).message
+        _update(app, key, {"status": "terminated", "terminated_at": _now(), "terminated_reason": detail})
+        raise MamError("operation_failed", f"{app.backend_name} did not start {name}: {detail}")
+    listed = _wait_listed(app, server, name, ctx)
+    if listed is None:
+        _update(app, key, {"status": "terminated", "terminated_at": _now(),
+                           "terminated_reason": "started, but its server never listed it"})
+        raise MamError("operation_failed", f"{name} was started but {app.backend_name} server {server} does not "
+                       f"list it (it may have exited at once)")
+    pane = {k: v for k, v in (("cwd", listed.cwd or str(directory)), ("id", listed.pane_id or result.pane_id))
+            if v is not None}
+    reg = _update(app, key, {"status": "running", "pane": pane})
+    row = reg.find(key)
+    assert row is not None
+    outcome = query_server(app.plugins, app.backend_name, server, ctx)
+    return {"schema": 1, "session": session_entry(row, outcome)}
+
+
+def stop_document(app: App, name: str, server: str | None) -> dict[str, Any]:
+    check_name(name, "agent name")
+    if server is not None:
+        check_name(server, "server name")
+    reg = app.load_registry()
+    rows = [r for r in reg.rows if r.name == name and r.backend == app.backend_name
+            and (server is None or r.server == server)]
+    if len(rows) > 1:
+        servers = ", ".join(sorted(r.server for r in rows))
+        raise MamError("usage", f"{name} is registered on several servers ({servers})", hint="pass --server")
+    if not rows and server is None:
+        raise MamError("usage", f"no agent {name} of backend {app.backend_name} in {reg.path}",
+                       hint="pass --server to stop an agent that is not registered")
+    target = rows[0].server if rows else default_server(app, server)
+    backend = app.plugins.backend(app.backend_name)
+    ctx = CallContext(timeout=app.timeout, env=app.backend_env)
+    result = app.plugins.stop(backend, target, name, ctx)
+    if result.failure is not None:
+        error = app.plugins.classify(backend, result.failure)
+        require_binary(app, error.kind, "mam stop needs it")
+        raise MamError("operation_failed", f"could not stop {name}: {result.message}: {error.message}")
+    status = "stopped" if result.stopped else "terminated"
+    if rows and not result.stopped and not rows[0].active:
+        status = rows[0].status or status  # already recorded as not running: nothing to change
+    elif rows:
+        fields: dict[str, Any] = {"status": status, "stopped_at": _now()}
+        if not result.stopped:
+            fields["terminated_reason"] = result.message
+        _update(app, rows[0].key, fields)
+    return {"schema": 1, "name": name, "backend": app.backend_name, "server": target, "status": status,
+            "registered": bool(rows), "message": result.message}

@@ -1,0 +1,114 @@
+"""`mam spawn`, `mam stop` and `mam demo` on real tmux servers (private sockets, pinned HOME)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import Tmux, Workspace
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+
+STAND_IN = "sh -c 'exec sleep 600'"
+
+
+def test_spawn_scrubs_the_agent_and_registers_it_running(ws: Workspace, tmux: Tmux) -> None:
+    server = tmux.name()
+    env = {**ws.env, "CLAUDECODE": "1", "CLAUDE_CODE_CHILD_SESSION": "1", "HERDR_PANE_ID": "w1:p1",
+           "TMUX": "/tmp/tmux-0/default,1,0", "CLAUDE_CONFIG_DIR": "/cfg", "CLAUDE_PROJECT_DIR": str(ws.root)}
+    doc = ws.mam_json("spawn", "worker-1", "--server", server, "--cwd", str(ws.root), "--command", STAND_IN,
+                      env=env)
+    session = doc["session"]
+    assert (session["name"], session["status"], session["live"]) == ("worker-1", "running", "alive")
+    assert session["cwd"] == str(ws.root) and session["pane_id"].startswith("%")
+    pane = tmux.pane_env(server, "=worker-1")
+    for marker in ("CLAUDECODE", "CLAUDE_CODE_CHILD_SESSION", "HERDR_PANE_ID"):
+        assert marker not in pane
+    assert pane.get("TMUX", "") != env["TMUX"]
+    assert pane["CLAUDE_CONFIG_DIR"] == "/cfg" and pane["CLAUDE_PROJECT_DIR"] == str(ws.root)
+    row = yaml.safe_load(ws.registry.read_text())["sessions"][0]
+    assert row["status"] == "running" and row["backend"] == "tmux" and row["server"] == server
+    assert row["pane"]["id"] == session["pane_id"]
+
+
+def test_spawn_passes_arguments_exactly(ws: Workspace, tmux: Tmux, tmp_path: Path) -> None:
+    server = tmux.name()
+    out = tmp_path / "args"
+    proc = ws.mam("spawn", "echoer", "--server", server, "--json", "--command",
+                  f"sh -c 'printf \"%s|\" \"$@\" > {out}; exec sleep 600' x", "--", ";", "a;", "$HOME", "two words",
+                  "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["session"]["live"] == "alive"
+    deadline = time.monotonic() + 10
+    while not (out.exists() and out.read_text().endswith("|")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert out.read_text() == ";|a;|$HOME|two words|--json|"
+
+
+def test_a_running_name_is_refused(ws: Workspace, tmux: Tmux) -> None:
+    server = tmux.name()
+    ws.mam_json("spawn", "dup", "--server", server, "--command", STAND_IN)
+    proc = ws.mam("spawn", "dup", "--server", server, "--command", STAND_IN, "--json")
+    assert proc.returncode == 2
+    assert json.loads(proc.stdout)["error"]["code"] == "invalid_name"
+    assert len(yaml.safe_load(ws.registry.read_text())["sessions"]) == 1
+
+
+def test_stop_then_status(ws: Workspace, tmux: Tmux) -> None:
+    server = tmux.name()
+    ws.mam_json("spawn", "short-lived", "--server", server, "--command", STAND_IN)
+    doc = ws.mam_json("stop", "short-lived")
+    assert doc["status"] == "stopped"
+    status = ws.mam_json("status")
+    assert status["sessions"][0]["status"] == "stopped" and status["sessions"][0]["live"] == "absent"
+    assert status["servers"][0]["state"] in ("up", "down")
+    again = ws.mam_json("stop", "short-lived")  # not running: not an error, and nothing rewritten
+    assert again["status"] == "stopped"
+
+
+def test_stop_of_an_agent_that_died_marks_it_terminated(ws: Workspace, tmux: Tmux) -> None:
+    server = tmux.name()
+    ws.mam_json("spawn", "gone", "--server", server, "--command", STAND_IN)
+    tmux.run(server, "kill-session", "-t", "=gone")
+    assert ws.mam_json("stop", "gone")["status"] == "terminated"
+
+
+def test_no_autostart_spawn_on_a_down_server_starts_nothing(ws: Workspace, tmux: Tmux) -> None:
+    server = tmux.name()
+    before = tmux.sockets()
+    proc = ws.mam("spawn", "x", "--server", server, "--command", STAND_IN, env={**ws.env, "MAM_NO_AUTOSTART": "1"})
+    assert proc.returncode == 1 and "MAM_NO_AUTOSTART=1" in proc.stderr
+    assert tmux.sockets() == before
+
+
+def test_ten_concurrent_spawns_lose_no_row(ws: Workspace, tmux: Tmux) -> None:
+    server = tmux.name()
+    ws.mam_json("bootstrap", "--server", server)
+    procs = [subprocess.Popen([sys.executable, "-m", "mam", "spawn", f"agent-{i}", "--server", server,
+                               "--command", STAND_IN], env=ws.env, cwd=ws.root, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for i in range(10)]
+    for proc in procs:
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+    rows = yaml.safe_load(ws.registry.read_text())["sessions"]
+    assert sorted(r["name"] for r in rows) == sorted(f"agent-{i}" for i in range(10))
+    assert all(r["status"] == "running" for r in rows)
+
+
+def test_demo_runs_and_leaves_nothing_behind(ws: Workspace, tmp_path: Path) -> None:
+    before = set(Path("/tmp").iterdir())
+    proc = ws.mam("demo", timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "mark_terminated" in proc.stdout and "terminated" in proc.stdout
+    assert "fixes applied" in proc.stdout
+    leftovers = [p for p in set(Path("/tmp").iterdir()) - before if p.name.startswith("mam-demo-")]
+    assert leftovers == []
+    ps = subprocess.run(["pgrep", "-f", "tmux -L mam-demo"], capture_output=True, text=True)
+    assert ps.stdout == ""
