@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from typing import Any
@@ -17,9 +18,16 @@ from mam.model import (
     ErrorKind,
     Failure,
     ServerError,
+    SpawnRequest,
+    SpawnResult,
+    StopResult,
 )
 
 EXECUTABLE = "herdr"
+# `agent start --kind` accepts these (reference/herdr.md section 8); herdr types the agent's executable itself.
+KINDS = frozenset(("pi claude codex gemini cursor devin agy cline omp mastracode opencode copilot kimi kiro droid "
+                   "amp grok hermes kilo qodercli qwen maki claude-code antigravity").split())
+AGENT_NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}")  # herdr's own rule, stricter than mam's
 POLL_INTERVAL = 0.05
 
 
@@ -153,3 +161,51 @@ class HerdrBackend:
             time.sleep(POLL_INTERVAL)
 
 
+
+    def _call(self, server: str, args: list[str], ctx: CallContext, result_type: str) -> dict[str, Any] | Failure:
+        result = runner.run(_argv(server, *args), timeout=ctx.timeout, env=ctx.env)
+
+        def parse(stdout: str) -> dict[str, Any]:
+            envelope = json.loads(stdout)
+            answer = envelope.get("result") if isinstance(envelope, dict) else None
+            if not isinstance(answer, dict) or answer.get("type") != result_type:
+                raise ValueError(f"expected a {result_type} result")
+            return answer
+
+        return runner.parse_or_failure(self.name, server, result, parse)
+
+    def spawn(self, server: str, request: SpawnRequest, ctx: CallContext) -> SpawnResult:
+        if request.agent not in KINDS:
+            return SpawnResult(False, f"herdr starts only the agent kinds it knows, not {request.agent!r} "
+                                      "(--command is for tmux and zellij)")
+        if not AGENT_NAME.fullmatch(request.name):
+            return SpawnResult(False, f"herdr agent names are lower-case letters, digits, '_' and '-', starting "
+                                      f"with a letter (at most 32): {request.name!r}")
+        created = self._call(server, ["workspace", "create", "--cwd", request.cwd, "--label", request.name,
+                                      "--no-focus"], ctx, "workspace_created")
+        if isinstance(created, Failure):
+            return SpawnResult(False, "herdr workspace create failed", failure=created)
+        pane = created.get("root_pane")
+        pane_id = pane.get("pane_id") if isinstance(pane, dict) else None
+        if not isinstance(pane_id, str):
+            return SpawnResult(False, "herdr workspace create gave no root pane")
+        started = self._call(server, ["agent", "start", request.name, "--kind", request.agent, "--pane", pane_id,
+                                      "--", *request.argv[1:]], ctx, "agent_started")
+        if isinstance(started, Failure):
+            return SpawnResult(False, "herdr agent start failed", failure=started)
+        return SpawnResult(True, f"started {request.name} in herdr pane {pane_id}", pane_id=pane_id)
+
+    def stop(self, server: str, name: str, ctx: CallContext) -> StopResult:
+        listing = self.list_agents(server, ctx)
+        if isinstance(listing, Failure):
+            down = self.classify(listing)
+            if down is not None and down.kind is ErrorKind.SERVER_DOWN:
+                return StopResult(False, f"herdr session {server} is down")
+            return StopResult(False, "could not list herdr agents", failure=listing)
+        agent = next((a for a in listing if a.name == name), None)
+        if agent is None or agent.pane_id is None:
+            return StopResult(False, f"{name} was not running on herdr session {server}")
+        closed = self._call(server, ["pane", "close", agent.pane_id], ctx, "ok")
+        if isinstance(closed, Failure):
+            return StopResult(False, f"herdr pane close {agent.pane_id} failed", failure=closed)
+        return StopResult(True, f"closed herdr pane {agent.pane_id}")
