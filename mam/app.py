@@ -69,7 +69,12 @@ class App:
         config = self.workspace.config
         source = f"config {config.path}"
         rules = [*(ScrubRule(p, source) for p in config.scrub), *self.plugins.scrub_rules(all_plugins)]
-        return envscrub.plan(self.env, rules, envscrub.keep_rules(config.keep, source))
+        plan = envscrub.plan(self.env, rules, envscrub.keep_rules(config.keep, source))
+        if "PATH" in plan.env:  # backend processes must find the real binaries, never mam's shims
+            from mam.passthrough import path_without_shims
+
+            plan.env["PATH"] = path_without_shims(plan.env["PATH"])
+        return plan
 
     @cached_property
     def server_env(self) -> dict[str, str]:

@@ -193,6 +193,45 @@ def stop(
                                           f"{doc['status']} ({doc['message']})")
 
 
+@app.command(name="exec")
+def exec_(
+    args: Annotated[list[str], typer.Argument(help="The backend's own command line, after --.")],
+    server: Annotated[str | None, typer.Option("--server", metavar="NAME",
+                                               help="The server (default $MAM_SERVER).")] = None,
+) -> None:
+    """Run the backend's own CLI against one server (herdr --session S ..., tmux -L S ...), scrubbed.
+
+    Starts the server first if it is down, unless MAM_NO_AUTOSTART=1. Its output and exit code are the
+    backend's own.
+    """
+    from mam.passthrough import exec_command
+
+    program, argv, env = exec_command(_open(), server, args)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(program, argv, env)  # noqa: S606 - explicit program and argv, no shell
+
+
+shim_app = typer.Typer(help="Shims that route herdr, tmux and zellij through `mam exec`.", no_args_is_help=True)
+app.add_typer(shim_app, name="shim")
+
+
+@shim_app.command("install")
+def shim_install(
+    directory: Annotated[str | None, typer.Option("--dir", metavar="DIR",
+                                                  help="Where to write them (default .mam/shim/).")] = None,
+) -> None:
+    """Write `herdr`, `tmux` and `zellij` shims; put DIR first on PATH and set MAM_SERVER to use them."""
+    from pathlib import Path
+
+    from mam.passthrough import install_shims
+
+    target = Path(directory) if directory else _open().workspace.dot_mam / "shim"
+    for path in install_shims(target):
+        typer.echo(str(path))
+    typer.echo(f'use them with: export PATH="{target.resolve()}:$PATH" MAM_SERVER=NAME', err=True)
+
+
 @app.command()
 def demo() -> None:
     """Show mam at work on a private tmux server: spawn, status, drift, reconcile --apply; then clean up."""

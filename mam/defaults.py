@@ -86,3 +86,11 @@ class CoreDefaults:
             return StopResult(False, f"backend {backend.name} cannot stop agents")
         result: StopResult = stop(server, name, ctx)
         return result
+
+    @hookimpl(trylast=True)
+    def mam_client_argv(self, backend: Backend, server: str, args: list[str]) -> list[str] | None:
+        client_argv = getattr(backend, "client_argv", None)
+        if client_argv is None:
+            return None
+        result: list[str] = client_argv(server, args)
+        return result

@@ -103,3 +103,13 @@ def mam_stop_agent(backend: Backend, server: str, name: str, ctx: CallContext) -
     :return: `stopped` True when it ran and is closed, False when it was already gone (not an error).
     """
     raise NotImplementedError
+
+
+@hookspec(firstresult=True)
+def mam_client_argv(backend: Backend, server: str, args: list[str]) -> list[str] | None:
+    """The argv that runs the backend's own CLI with `args` against `server` (`mam exec`, the shim).
+
+    :return: e.g. `["herdr", "--session", server, *args]` or `["tmux", "-L", server, *args]`. The core's
+        default implementation calls `backend.client_argv`.
+    """
+    raise NotImplementedError

@@ -164,6 +164,8 @@ class SpawningBackend(Backend, Protocol):
 
     def stop(self, server: str, name: str, ctx: CallContext) -> StopResult: ...
 
+    def client_argv(self, server: str, args: list[str]) -> list[str]: ...
+
 
 @dataclass(frozen=True)
 class BackendSpec:

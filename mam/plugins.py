@@ -192,3 +192,7 @@ class Plugins:
     def stop(self, backend: Backend, server: str, name: str, ctx: CallContext) -> StopResult:
         result: StopResult = self.pm.hook.mam_stop_agent(backend=backend, server=server, name=name, ctx=ctx)
         return result
+
+    def client_argv(self, backend: Backend, server: str, args: list[str]) -> list[str] | None:
+        result: list[str] | None = self.pm.hook.mam_client_argv(backend=backend, server=server, args=args)
+        return result

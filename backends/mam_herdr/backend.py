@@ -174,6 +174,9 @@ class HerdrBackend:
 
         return runner.parse_or_failure(self.name, server, result, parse)
 
+    def client_argv(self, server: str, args: list[str]) -> list[str]:
+        return _argv(server, *args)
+
     def spawn(self, server: str, request: SpawnRequest, ctx: CallContext) -> SpawnResult:
         if request.agent not in KINDS:
             return SpawnResult(False, f"herdr starts only the agent kinds it knows, not {request.agent!r} "

@@ -156,6 +156,9 @@ class TmuxBackend:
                                    failure=Failure(self.name, server, confirm))
         return BootstrapResult(True, True, f"started tmux server {server}")
 
+    def client_argv(self, server: str, args: list[str]) -> list[str]:
+        return [EXECUTABLE, "-L", server, *args]
+
     def spawn(self, server: str, request: SpawnRequest, ctx: CallContext) -> SpawnResult:
         if "." in request.name:
             # tmux 3.2-3.6 rewrite "." in session names to "_": the agent would never be found by its name.

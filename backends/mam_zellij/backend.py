@@ -120,6 +120,9 @@ class ZellijBackend:
         result = self._run(["--version"], timeout=ctx.timeout, env=ctx.env)
         return result.stdout.strip() or None if result.returncode == 0 else None
 
+    def client_argv(self, server: str, args: list[str]) -> list[str]:
+        return [EXECUTABLE, "--session", server, *args]
+
     def bootstrap(self, server: str, ctx: BootstrapContext) -> BootstrapResult:
         sessions = self._sessions(server, ctx.timeout, ctx.env)
         if isinstance(sessions, Failure):

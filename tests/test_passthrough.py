@@ -1,0 +1,69 @@
+"""`mam exec` and the shim: the backend's own CLI against a named server, with mam's guarantees."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import Tmux, Workspace
+
+needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+
+
+@needs_tmux
+def test_exec_on_a_down_server_with_no_autostart_passes_tmux_through(ws: Workspace, tmux: Tmux) -> None:
+    server = tmux.name()
+    before = tmux.sockets()
+    proc = ws.mam("exec", "--server", server, "--", "list-sessions", env={**ws.env, "MAM_NO_AUTOSTART": "1"})
+    assert proc.returncode == 1  # tmux's own exit code
+    assert proc.stderr.startswith("error connecting to") or proc.stderr.startswith("no server running on")
+    assert tmux.sockets() == before
+
+
+@needs_tmux
+def test_exec_starts_a_down_server_scrubbed_then_runs(ws: Workspace, tmux: Tmux) -> None:
+    server = tmux.name()
+    proc = ws.mam("exec", "--server", server, "--", "list-sessions", "-F", "#{session_name}",
+                  env={**ws.env, "CLAUDECODE": "1"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["_mam_keepalive"]
+    assert "CLAUDECODE" not in tmux.pane_env(server, "=_mam_keepalive")
+
+
+def test_exec_needs_a_server(ws: Workspace) -> None:
+    proc = ws.mam("exec", "--", "agent", "list")
+    assert proc.returncode == 2 and "MAM_SERVER" in proc.stderr
+
+
+def test_exec_herdr_uses_mam_server(ws: Workspace) -> None:
+    ws.herdr.start("x")
+    proc = ws.mam("exec", "--", "agent", "list", env={**ws.env, "MAM_SERVER": "x"})
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["result"]["type"] == "agent_list"
+    assert ws.herdr.calls()[-1]["argv"] == ["--session", "x", "agent", "list"]
+
+
+def test_shim_routes_through_mam_and_never_calls_itself(ws: Workspace) -> None:
+    proc = ws.mam("shim", "install")
+    assert proc.returncode == 0, proc.stderr
+    shim_dir = ws.root / ".mam" / "shim"
+    assert sorted(p.name for p in shim_dir.iterdir()) == [".mam-shim", "herdr", "tmux", "zellij"]
+    ws.herdr.start("x")
+    env = {**ws.env, "PATH": f"{shim_dir}{os.pathsep}{ws.env['PATH']}", "MAM_SERVER": "x", "CLAUDECODE": "1"}
+    result = subprocess.run(["herdr", "agent", "list"], env=env, capture_output=True, text=True, timeout=60,
+                            cwd=ws.root)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["result"]["agents"] == []
+    calls = ws.herdr.calls()
+    assert calls[-1]["argv"] == ["--session", "x", "agent", "list"]
+    # a down session is started (once, scrubbed) before the call, as `mam exec` does
+    result = subprocess.run(["herdr", "agent", "list"], env={**env, "MAM_SERVER": "fresh"}, capture_output=True,
+                            text=True, timeout=60, cwd=ws.root)
+    assert result.returncode == 0, result.stderr
+    starts = [c for c in ws.herdr.server_starts() if "fresh" in c["argv"]]
+    assert len(starts) == 1 and "CLAUDECODE" not in starts[0]["env"]
+    assert str(shim_dir) not in starts[0]["env"]["PATH"].split(os.pathsep)
