@@ -232,6 +232,26 @@ def shim_install(
     typer.echo(f'use them with: export PATH="{target.resolve()}:$PATH" MAM_SERVER=NAME', err=True)
 
 
+skills_app = typer.Typer(help="Agent skills that drive mam.", no_args_is_help=True)
+app.add_typer(skills_app, name="skills")
+
+
+@skills_app.command("install")
+def skills_install(
+    dest: Annotated[str | None, typer.Option("--dest", metavar="DIR",
+                                             help="Where to put them (default .agents/skills/; e.g. "
+                                                  ".claude/skills/).")] = None,
+) -> None:
+    """Copy the multi-agent-mux skills (status, monitor, spawn) into a project."""
+    from pathlib import Path
+
+    from mam.skills import DEFAULT_DEST, install_skills
+
+    target = Path(dest) if dest else _open().workspace.root / DEFAULT_DEST
+    for path in install_skills(target):
+        typer.echo(str(path))
+
+
 @app.command()
 def demo() -> None:
     """Show mam at work on a private tmux server: spawn, status, drift, reconcile --apply; then clean up."""
