@@ -99,6 +99,9 @@ def spawn_document(app: App, name: str, *, agent: str | None, server: str | None
     if not directory.is_dir():
         raise MamError("usage", f"--cwd {cwd}: not a directory")
     backend = app.plugins.backend(app.backend_name)
+    if not hasattr(backend, "spawn"):  # say so before any server is started for nothing
+        raise MamError("operation_failed", f"backend {app.backend_name} cannot start agents yet",
+                       hint="start it with the multiplexer itself, then `mam reconcile --adopt --apply`")
     app.load_registry()  # an invalid registry is refused before anything starts
     ctx = CallContext(timeout=app.timeout, env=app.server_env)
     outcome = query_server(app.plugins, app.backend_name, server, ctx)

@@ -109,3 +109,10 @@ def test_bootstrap_scrubs_and_is_idempotent(ws: Workspace, zellij: Zellij) -> No
     again = ws.mam_json("bootstrap", "--server", "fresh", env=env)
     assert again["started"] is False
     assert len([c for c in zellij.calls() if c["argv"][:1] == ["attach"]]) == 1
+
+
+def test_spawn_is_refused_before_anything_starts(ws: Workspace, zellij: Zellij) -> None:
+    proc = ws.mam("spawn", "x", "--command", "sleep 60", "--server", "work")
+    assert proc.returncode == 1 and "cannot start agents" in proc.stderr
+    assert all(c["argv"][:1] != ["attach"] for c in zellij.calls())
+    assert not ws.registry.exists()
