@@ -111,8 +111,14 @@ def test_bootstrap_scrubs_and_is_idempotent(ws: Workspace, zellij: Zellij) -> No
     assert len([c for c in zellij.calls() if c["argv"][:1] == ["attach"]]) == 1
 
 
-def test_spawn_is_refused_before_anything_starts(ws: Workspace, zellij: Zellij) -> None:
-    proc = ws.mam("spawn", "x", "--command", "sleep 60", "--server", "work")
-    assert proc.returncode == 1 and "cannot start agents" in proc.stderr
-    assert all(c["argv"][:1] != ["attach"] for c in zellij.calls())
-    assert not ws.registry.exists()
+def test_spawn_and_stop_a_pane(ws: Workspace, zellij: Zellij) -> None:
+    env = {**ws.env, "CLAUDECODE": "1"}
+    doc = ws.mam_json("spawn", "helper", "--command", "sleep 600", "--server", "work", "--cwd", str(ws.root), env=env)
+    assert doc["session"]["live"] == "alive" and doc["session"]["cwd"] == str(ws.root)
+    attaches = [c for c in zellij.calls() if c["argv"][:1] == ["attach"]]
+    assert len(attaches) == 1 and "CLAUDECODE" not in attaches[0]["env"]
+    runs = [c["argv"] for c in zellij.calls() if c["argv"][2:3] == ["run"]]
+    assert runs == [["--session", "work", "run", "--name", "helper", "--cwd", str(ws.root), "--", "sleep", "600"]]
+    assert ws.mam_json("stop", "helper")["status"] == "stopped"
+    assert zellij.sessions()["work"]["panes"] == []
+    assert ws.mam_json("status")["sessions"][0]["live"] == "absent"

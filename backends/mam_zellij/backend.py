@@ -17,6 +17,9 @@ from mam.model import (
     ErrorKind,
     Failure,
     ServerError,
+    SpawnRequest,
+    SpawnResult,
+    StopResult,
 )
 
 EXECUTABLE = "zellij"
@@ -147,3 +150,30 @@ class ZellijBackend:
             if time.monotonic() >= deadline:
                 return BootstrapResult(True, False, f"zellij session {server} did not come up within {ctx.wait:g} s")
             time.sleep(POLL_INTERVAL)
+
+    def spawn(self, server: str, request: SpawnRequest, ctx: CallContext) -> SpawnResult:
+        # A new pane titled NAME runs argv directly (zellij run, documented for 0.44+); the pane inherits the
+        # server's environment, which mam scrubbed when it started the session.
+        result = self._run(["--session", server, "run", "--name", request.name, "--cwd", request.cwd, "--",
+                            *request.argv], timeout=ctx.timeout, env=ctx.env, cwd=request.cwd)
+        text = result.stdout + result.stderr
+        if result.returncode != 0 or any(marker in text for marker in _NOT_FOUND) or NO_SESSIONS in text:
+            return SpawnResult(False, "zellij run failed", failure=Failure(self.name, server, result))
+        return SpawnResult(True, f"started {request.name} in zellij session {server}")
+
+    def stop(self, server: str, name: str, ctx: CallContext) -> StopResult:
+        listing = self.list_agents(server, ctx)
+        if isinstance(listing, Failure):
+            down = self.classify(listing)
+            if down is not None and down.kind is ErrorKind.SERVER_DOWN:
+                return StopResult(False, f"zellij session {server} is down")
+            return StopResult(False, "could not list zellij panes", failure=listing)
+        agent = next((a for a in listing if a.name == name), None)
+        if agent is None or agent.pane_id is None:
+            return StopResult(False, f"{name} was not running in zellij session {server}")
+        result = self._run(["--session", server, "action", "close-pane", "--pane-id", f"terminal_{agent.pane_id}"],
+                           timeout=ctx.timeout, env=ctx.env)
+        text = result.stdout + result.stderr
+        if result.returncode != 0 or text.strip():  # success is silent; any text is a failure
+            return StopResult(False, "zellij close-pane failed", failure=Failure(self.name, server, result))
+        return StopResult(True, f"closed zellij pane terminal_{agent.pane_id}")
