@@ -1,0 +1,132 @@
+"""Property tests: classification never guesses "down"; any registry document loads or is refused cleanly."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mam import registry
+from mam.errors import MamError
+from mam.model import CommandResult, ErrorKind, Failure
+from mam_herdr.backend import HerdrBackend
+from mam_tmux.backend import TmuxBackend
+from mam_zellij.backend import ZellijBackend
+
+HERDR_DOWN = '{"error":{"code":"server_not_running"}}'
+texts = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=300)
+codes = st.sampled_from([None, 0, 1, 2, 127, -9])
+
+
+def _json_text() -> st.SearchStrategy[str]:
+    leaves = st.none() | st.booleans() | st.integers() | st.sampled_from(["server_not_running", "error", "code"])
+    values = st.recursive(leaves, lambda kids: st.lists(kids, max_size=3) | st.dictionaries(
+        st.sampled_from(["error", "code", "message", "id", "result"]), kids, max_size=3), max_leaves=8)
+    return values.map(lambda v: json.dumps(v, separators=(",", ":")))
+
+
+def _is_herdr_signal(stderr: str) -> bool:
+    try:
+        doc = json.loads(stderr.strip())
+    except ValueError:
+        return False
+    return (isinstance(doc, dict) and isinstance(doc.get("error"), dict)
+            and doc["error"].get("code") == "server_not_running" and "\n" not in stderr.strip())
+
+
+@settings(max_examples=300, deadline=None)
+@given(stderr=texts | _json_text(), stdout=texts, code=codes)
+def test_herdr_down_only_on_its_exact_signal(stderr: str, stdout: str, code: int | None) -> None:
+    failure = Failure("herdr", "s", CommandResult(("herdr", "--session", "s", "agent", "list"), code, stdout, stderr))
+    result = HerdrBackend().classify(failure)
+    if result is not None and result.kind is ErrorKind.SERVER_DOWN:
+        assert code == 1 and not stdout.strip() and _is_herdr_signal(stderr)
+
+
+@settings(max_examples=300, deadline=None)
+@given(prefix=texts, stderr=texts, code=codes)
+def test_tmux_down_only_on_its_messages(prefix: str, stderr: str, code: int | None) -> None:
+    failure = Failure("tmux", "s", CommandResult(("tmux", "-N", "-L", "s", "list-panes"), code, "", stderr))
+    result = TmuxBackend().classify(failure)
+    if result is not None and result.kind is ErrorKind.SERVER_DOWN:
+        first = next(line.strip() for line in stderr.splitlines() if line.strip())
+        assert code not in (None, 0)
+        assert first.startswith(("no server running on ", "error connecting to ")) or first in (
+            "server exited unexpectedly", "lost server")
+        if first.startswith("error connecting to "):
+            assert first.endswith("(No such file or directory)")
+
+
+@settings(max_examples=200, deadline=None)
+@given(stdout=texts, stderr=texts, code=codes)
+def test_zellij_never_down_on_unreadable_text(stdout: str, stderr: str, code: int | None) -> None:
+    failure = Failure("zellij", "s", CommandResult(("zellij", "list-sessions", "-n"), code, stdout, stderr))
+    result = ZellijBackend().classify(failure)
+    if result is not None and result.kind is ErrorKind.SERVER_DOWN:
+        no_sessions = "No active zellij sessions found."
+        assert (stderr.strip() == no_sessions and not stdout.strip()) or \
+            (stdout.strip() == no_sessions and not stderr.strip()) or not stderr.strip()
+
+
+def test_the_exact_signals_are_down() -> None:
+    herdr = Failure("herdr", "s", CommandResult(("herdr",), 1, "", HERDR_DOWN + "\n"))
+    assert HerdrBackend().classify(herdr).kind is ErrorKind.SERVER_DOWN  # type: ignore[union-attr]
+
+
+yaml_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=12) | st.sampled_from(["running", "s1", "-L"]),
+    lambda kids: st.lists(kids, max_size=4) | st.dictionaries(
+        st.sampled_from(["name", "server", "backend", "status", "agent", "pane", "herdr_session", "sessions",
+                         "herdr_sessions", "version", "extra"]), kids, max_size=5),
+    max_leaves=20)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(document=yaml_values)
+def test_any_document_loads_or_is_refused_with_a_message(tmp_path: Path, document: Any) -> None:
+    path = tmp_path / "agent-sessions.yaml"
+    path.write_text(yaml.safe_dump(document))
+    try:
+        reg = registry.load(path, "herdr")
+    except MamError as exc:
+        assert exc.code == "invalid_registry" and exc.message.startswith(str(path))
+        return
+    for row in reg.rows:
+        assert row.name and row.server and row.backend
+
+
+names = st.from_regex(r"[a-z][a-z0-9-]{0,10}", fullmatch=True)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=st.lists(st.tuples(names, st.dictionaries(st.sampled_from(["zeta", "team", "note"]),
+                                                      st.text(max_size=8) | st.integers(), max_size=3)),
+                     max_size=6, unique_by=lambda r: r[0]))
+def test_round_trip_keeps_unknown_keys_and_order(tmp_path: Path, rows: list[tuple[str, dict[str, Any]]]) -> None:
+    path = tmp_path / "agent-sessions.yaml"
+    original = {"version": 1, "owner": "x", "sessions": [{**extra, "name": n, "server": "s"} for n, extra in rows]}
+    path.write_text(yaml.safe_dump(original, sort_keys=False))
+
+    def touch(document: dict[str, Any], found: tuple[registry.Row, ...]) -> bool:
+        for row in found:
+            row.raw["status"] = "stopped"
+        return True
+
+    registry.update(path, "herdr", touch)
+    after = yaml.safe_load(path.read_text())
+    assert list(after) == ["version", "owner", "sessions"]
+    for before, now in zip(original["sessions"], after["sessions"], strict=True):
+        assert list(now) == [*before, "status"] if "status" not in before else list(before)
+        assert {k: v for k, v in now.items() if k != "status"} == before
+
+
+@pytest.mark.parametrize("text", ["", "\n", "---\n", "version: 1\n", "sessions: []\n", "sessions:\n"])
+def test_empty_forms_are_empty_registries(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "agent-sessions.yaml"
+    path.write_text(text)
+    assert registry.load(path, "herdr").rows == ()
