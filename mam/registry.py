@@ -262,6 +262,16 @@ def _write_atomically(path: Path, text: str) -> None:
         os.close(dir_fd)
 
 
+def _remove_stale_temporaries(path: Path) -> None:
+    """Temporary files are only written under the lock, so any found while holding it were left by a writer
+    that was killed mid-write. They were never renamed into place: remove them."""
+    for stale in path.parent.glob("." + path.name + ".*.tmp"):
+        try:
+            stale.unlink()
+        except OSError:
+            pass
+
+
 Change = Callable[[dict[str, Any], tuple[Row, ...]], bool]
 
 
@@ -276,6 +286,7 @@ def update(path: Path, default_backend: str, change: Change) -> Registry:
     except OSError as exc:
         raise MamError("operation_failed", f"{path.parent}: cannot create: {exc.strerror}") from None
     with _locked(path):
+        _remove_stale_temporaries(path)
         text = _read_text(path)
         if text is None:
             document: dict[str, Any] = {}

@@ -114,17 +114,26 @@ def _bump(row_doc: dict[str, Any], rows: tuple[registry.Row, ...]) -> bool:
 
 
 def _writer(path: str, count: int, tag: str) -> None:
+    """Spawn-like adds, mixed with --apply-like passes that rewrite the status of every row."""
     for i in range(count):
-        def change(doc: dict[str, Any], rows: tuple[registry.Row, ...], i: int = i) -> bool:
+        def add(doc: dict[str, Any], rows: tuple[registry.Row, ...], i: int = i) -> bool:
             doc.setdefault("sessions", []).append({"name": f"{tag}-{i}", "server": "s", "status": "running"})
             return True
-        registry.update(Path(path), "herdr", change)
+
+        def apply(doc: dict[str, Any], rows: tuple[registry.Row, ...]) -> bool:
+            for row in rows:
+                row.raw[f"seen_by_{tag}"] = row.raw.get(f"seen_by_{tag}", 0) + 1
+            return True
+
+        registry.update(Path(path), "herdr", add)
+        if i % 5 == 4:
+            registry.update(Path(path), "herdr", apply)
 
 
 def test_concurrent_writers_lose_nothing(tmp_path: Path) -> None:
     path = tmp_path / ".mam" / "agent-sessions.yaml"
     ctx = multiprocessing.get_context("fork")
-    procs = [ctx.Process(target=_writer, args=(str(path), 15, f"w{n}")) for n in range(4)]
+    procs = [ctx.Process(target=_writer, args=(str(path), 25, f"w{n}")) for n in range(8)]
     for p in procs:
         p.start()
     seen_invalid = 0
@@ -142,7 +151,10 @@ def test_concurrent_writers_lose_nothing(tmp_path: Path) -> None:
         assert p.exitcode == 0
     reg = registry.load(path, "herdr")
     names = sorted(r.name for r in reg.rows)
-    assert names == sorted(f"w{n}-{i}" for n in range(4) for i in range(15))
+    assert names == sorted(f"w{n}-{i}" for n in range(8) for i in range(25))
+    # every apply pass of writer n saw (and kept) every row that existed then: the first row saw them all
+    first = reg.rows[0].raw
+    assert all(first.get(f"seen_by_w{n}") == 5 for n in range(8)), first
     assert seen_invalid == 0
     assert [p.name for p in path.parent.iterdir() if p.name.endswith(".tmp")] == []
 
@@ -198,3 +210,43 @@ def test_failed_write_leaves_the_old_file(tmp_path: Path, monkeypatch: pytest.Mo
     assert path.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["agent-sessions.yaml", "agent-sessions.yaml.lock"] or \
         sorted(p.name for p in tmp_path.iterdir()) == ["agent-sessions.yaml", "agent-sessions.yaml.lock"]
+
+
+def _writer_forever(path: str) -> None:
+    n = 0
+    while True:
+        n += 1
+
+        def change(doc: dict[str, Any], rows: tuple[registry.Row, ...], n: int = n) -> bool:
+            doc.setdefault("sessions", []).append({"name": f"k-{os.getpid()}-{n}", "server": "s",
+                                                   "note": "x" * 2000})
+            return True
+
+        registry.update(Path(path), "herdr", change)
+
+
+def test_a_writer_killed_at_random_points_never_leaves_a_partial_file(tmp_path: Path) -> None:
+    import random
+    import signal
+    import time
+
+    path = tmp_path / ".mam" / "agent-sessions.yaml"
+    ctx = multiprocessing.get_context("fork")
+    rng = random.Random(7)
+    for _ in range(8):
+        before = registry.load(path, "herdr").rows if path.exists() else ()
+        proc = ctx.Process(target=_writer_forever, args=(str(path),))
+        proc.start()
+        time.sleep(rng.uniform(0.05, 0.3))
+        assert proc.pid is not None
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.join()
+        after = registry.load(path, "herdr").rows  # parses: the old file or a new one, never a partial one
+        assert [r.name for r in after][: len(before)] == [r.name for r in before]  # nothing written is lost
+
+        def one_more(doc: dict[str, Any], rows: tuple[registry.Row, ...]) -> bool:
+            doc.setdefault("sessions", []).append({"name": f"after-{len(rows)}", "server": "s"})
+            return True
+
+        registry.update(path, "herdr", one_more)  # the next write succeeds (the lock died with the writer)
+        assert [p.name for p in path.parent.iterdir() if p.name.endswith(".tmp")] == []
