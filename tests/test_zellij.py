@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -54,8 +55,9 @@ def test_listing_text_is_classified_as_the_reference_says() -> None:
 
 
 def test_status_over_live_exited_and_missing_sessions(ws: Workspace, zellij: Zellij) -> None:
-    zellij.state({"work": {"panes": [pane(1, "coder"), pane(2, "", "bash"), pane(3, "gone", exited=True),
-                                     pane(4, "status-bar", is_plugin=True)]},
+    zellij.state({"work": {"panes": [pane(1, "coder"), pane(2, "/bin/bash", "bash"), pane(3, "gone", exited=True),
+                                     pane(4, "status-bar", is_plugin=True), pane(5, "bash", "bash"),
+                                     pane(6, "Pane #1", "htop")]},
                   "old": {"exited": True}, "two words": {}})
     ws.write_registry("sessions:\n  - {name: coder, backend: zellij, server: work, status: running}\n"
                       "  - {name: x, backend: zellij, server: old, status: running}\n"
@@ -63,11 +65,11 @@ def test_status_over_live_exited_and_missing_sessions(ws: Workspace, zellij: Zel
     env = {**ws.env, "ZELLIJ_SESSION_NAME": "old", "ZELLIJ": "0"}  # "(current)" must not hide EXITED
     doc = ws.mam_json("status", env=env)
     states = {s["server"]: (s["state"], s["agents"]) for s in doc["servers"]}
-    assert states == {"work": ("up", 2), "old": ("down", 0), "never": ("down", 0)}
+    assert states == {"work": ("up", 1), "old": ("down", 0), "never": ("down", 0)}
     rows = {s["name"]: s for s in doc["sessions"]}
     assert rows["coder"]["live"] == "alive" and rows["coder"]["agent"] == "claude"
     rec = ws.mam_json("reconcile", env=env)
-    assert [(d["class"], d["name"]) for d in rec["drifts"]] == [("A", "y"), ("A", "x"), ("B", None)]
+    assert [(d["class"], d["name"]) for d in rec["drifts"]] == [("A", "y"), ("A", "x")]  # shells are no agents
     for call in zellij.calls():
         assert call["argv"][:1] != ["attach"]
 
@@ -120,5 +122,6 @@ def test_spawn_and_stop_a_pane(ws: Workspace, zellij: Zellij) -> None:
     runs = [c["argv"] for c in zellij.calls() if c["argv"][2:3] == ["run"]]
     assert runs == [["--session", "work", "run", "--name", "helper", "--cwd", str(ws.root), "--", "sleep", "600"]]
     assert ws.mam_json("stop", "helper")["status"] == "stopped"
-    assert zellij.sessions()["work"]["panes"] == []
+    assert [p["title"] for p in zellij.sessions()["work"]["panes"] if not p["is_plugin"]] == [
+        os.environ.get("SHELL", "/bin/sh")]
     assert ws.mam_json("status")["sessions"][0]["live"] == "absent"

@@ -21,6 +21,7 @@ from mam.model import (
     SpawnResult,
     StopResult,
 )
+from mam.names import NAME_PATTERN
 
 EXECUTABLE = "zellij"
 NO_SESSIONS = "No active zellij sessions found."
@@ -56,6 +57,16 @@ def parse_sessions(stdout: str, stderr: str) -> dict[str, bool]:
     return sessions
 
 
+def _is_agent_pane(title: object, command: object) -> bool:
+    """An agent is a pane someone named (`zellij run --name NAME`). zellij titles the others after their
+    command or path (`/bin/bash`), so a session's own shell pane, made when mam started the session, is no
+    agent and never shows up as drift."""
+    if not isinstance(title, str) or not NAME_PATTERN.fullmatch(title):
+        return False
+    program = command.split()[0].rsplit("/", 1)[-1] if isinstance(command, str) and command.strip() else ""
+    return title != program
+
+
 def parse_panes(stdout: str) -> tuple[Agent, ...]:
     panes = json.loads(stdout)
     if not isinstance(panes, list):
@@ -69,7 +80,10 @@ def parse_panes(stdout: str) -> tuple[Agent, ...]:
         title = pane.get("title")
         command = pane.get("pane_command")
         cwd = pane.get("pane_cwd")
-        agents.append(Agent(name=title if isinstance(title, str) and title else None,
+        if not _is_agent_pane(title, command):
+            continue
+        assert isinstance(title, str)
+        agents.append(Agent(name=title,
                             agent=command.split()[0].rsplit("/", 1)[-1] if isinstance(command, str) and command
                             else None,
                             cwd=cwd if isinstance(cwd, str) else None,
