@@ -112,3 +112,15 @@ def test_demo_runs_and_leaves_nothing_behind(ws: Workspace, tmp_path: Path) -> N
     assert leftovers == []
     ps = subprocess.run(["pgrep", "-f", "tmux -L mam-demo"], capture_output=True, text=True)
     assert ps.stdout == ""
+
+
+def test_spawn_into_a_server_mam_did_not_start_still_scrubs(ws: Workspace, tmux: Tmux) -> None:
+    server = tmux.name()
+    polluted = {**ws.env, "CLAUDECODE": "1", "CLAUDE_CODE_CHILD_SESSION": "1", "KEEP_ME": "yes"}
+    subprocess.run(["tmux", "-L", server, "-f", "/dev/null", "new-session", "-d", "-s", "theirs"], env=polluted,
+                   check=True, timeout=20)
+    ws.mam_json("spawn", "clean-one", "--server", server, "--command", STAND_IN, env={**ws.env, "KEEP_ME": "yes"})
+    pane = tmux.pane_env(server, "=clean-one")
+    assert "CLAUDECODE" not in pane and "CLAUDE_CODE_CHILD_SESSION" not in pane
+    assert pane["KEEP_ME"] == "yes" and pane["TMUX"]
+    assert "CLAUDECODE" in tmux.pane_env(server, "=theirs")  # their own pane is left as it was

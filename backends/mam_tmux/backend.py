@@ -163,8 +163,16 @@ class TmuxBackend:
         if "." in request.name:
             # tmux 3.2-3.6 rewrite "." in session names to "_": the agent would never be found by its name.
             return SpawnResult(False, f"tmux cannot keep the name {request.name!r}: use one without '.'")
+        # A pane gets the server's global environment, copied when the server started. A server mam did not
+        # start may hold markers: unset, for this agent, whatever the server has that ctx.env does not.
+        leftovers = self._server_only_variables(server, ctx)
+        if isinstance(leftovers, Failure):
+            return SpawnResult(False, "could not read the server's environment", failure=leftovers)
+        argv = list(request.argv)
+        if leftovers:
+            argv = ["env", *(part for name in leftovers for part in ("-u", name)), "--", *argv]
         args = ["new-session", "-d", "-s", request.name, "-c", request.cwd, "-P", "-F", "#{pane_id}", "--",
-                *(escape_separator(arg) for arg in request.argv)]
+                *(escape_separator(arg) for arg in argv)]
         if request.agent:
             # In the same invocation, so the kind is there before anyone lists the session; without -t it
             # applies to the session just made.
@@ -174,6 +182,17 @@ class TmuxBackend:
             return SpawnResult(False, "tmux refused the new session", failure=Failure(self.name, server, result))
         return SpawnResult(True, f"started {request.name} on tmux server {server}",
                            pane_id=result.stdout.strip() or None)
+
+    def _server_only_variables(self, server: str, ctx: CallContext) -> list[str] | Failure:
+        result = self._run(server, ["show-environment", "-g"], timeout=ctx.timeout, env=ctx.env)
+        if result.returncode != 0:
+            return Failure(self.name, server, result)
+        names = []
+        for line in result.stdout.splitlines():
+            name = line.split("=", 1)[0]
+            if "=" in line and name not in ctx.env and name not in ("TMUX", "TMUX_PANE") and name.isidentifier():
+                names.append(name)
+        return sorted(names)
 
     def stop(self, server: str, name: str, ctx: CallContext) -> StopResult:
         result = self._run(server, ["kill-session", "-t", "=" + name], timeout=ctx.timeout, env=ctx.env)
