@@ -299,7 +299,10 @@ def update(path: Path, default_backend: str, change: Change) -> Registry:
             document = {"version": 1, **document}
         from mam import yamlio
 
+        try:  # validate the changed document itself: a change can never leave an invalid file behind
+            document, rows = _validate(document, default_backend)
+        except _Invalid as err:
+            raise MamError("invalid_registry", f"{path}: refusing to write: {err.message}") from None
         new_text = yamlio.dump(document)
-        document, rows = parse(new_text, path, default_backend)
         _write_atomically(path, new_text)
         return Registry(path, document, rows, exists=True)
