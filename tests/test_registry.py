@@ -250,3 +250,56 @@ def test_a_writer_killed_at_random_points_never_leaves_a_partial_file(tmp_path: 
 
         registry.update(path, "herdr", one_more)  # the next write succeeds (the lock died with the writer)
         assert [p.name for p in path.parent.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def _add_row(name: str) -> registry.Change:
+    def change(doc: dict[str, Any], rows: tuple[registry.Row, ...]) -> bool:
+        doc.setdefault("sessions", []).append({"name": name, "server": "s"})
+        return True
+    return change
+
+
+def test_a_mam_write_leaves_a_parse_cache_that_readers_use(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mam import yamlio
+
+    path = tmp_path / "agent-sessions.yaml"
+    registry.update(path, "herdr", _add_row("a"))
+    assert (tmp_path / "agent-sessions.yaml.parsed.json").exists()
+
+    def no_yaml(text: str) -> Any:
+        raise AssertionError("the YAML was parsed although the cache matched")
+
+    monkeypatch.setattr(yamlio, "load", no_yaml)
+    assert [r.name for r in registry.load(path, "herdr").rows] == ["a"]
+
+
+def test_a_hand_edit_makes_the_cache_stale(tmp_path: Path) -> None:
+    import time
+
+    path = tmp_path / "agent-sessions.yaml"
+    registry.update(path, "herdr", _add_row("a"))
+    time.sleep(0.01)
+    path.write_text("sessions:\n  - {name: b, server: s}\n")  # same inode, new content, new mtime
+    assert [r.name for r in registry.load(path, "herdr").rows] == ["b"]
+    path.write_text("sessions:\n  - {name: b, server: s}\n  - name: b\n    server: s\n")
+    with pytest.raises(MamError) as info:
+        registry.load(path, "herdr")
+    assert info.value.message.startswith(f"{path}:3:")
+
+
+def test_a_corrupt_cache_is_ignored(tmp_path: Path) -> None:
+    path = tmp_path / "agent-sessions.yaml"
+    registry.update(path, "herdr", _add_row("a"))
+    cache = tmp_path / "agent-sessions.yaml.parsed.json"
+    cache.write_text("{not json")
+    assert [r.name for r in registry.load(path, "herdr").rows] == ["a"]
+    stamp = json.loads("[1, 2, 3, 4]")
+    cache.write_text(json.dumps({"stamp": stamp, "document": {"sessions": [{"name": "lie", "server": "s"}]}}))
+    assert [r.name for r in registry.load(path, "herdr").rows] == ["a"]
+
+
+def test_queries_never_write_the_cache(ws: Workspace) -> None:
+    ws.write_registry("sessions:\n  - {name: a, server: s1, status: running}\n")
+    for args in (["status"], ["reconcile"]):
+        assert ws.mam(*args).returncode == 0
+    assert sorted(p.name for p in ws.registry.parent.iterdir()) == ["agent-sessions.yaml"]
