@@ -134,7 +134,7 @@ def ls(
 ) -> None:
     """The live agents of one server of the selected backend, straight from the backend."""
     from mam import render
-    from mam.inspect import ls_document
+    from mam.commands import ls_document
     from mam.model import ServerState
 
     doc, outcome = ls_document(_open(), server)
@@ -149,7 +149,7 @@ def bootstrap(
     json_: JsonFlag = False,
 ) -> None:
     """Start a server of the selected backend if it is down, with a scrubbed environment."""
-    from mam.inspect import bootstrap_document
+    from mam.commands import bootstrap_document
 
     doc = bootstrap_document(_open(), server)
     _emit(doc, json_, None if json_ else f"{doc['backend']} server {doc['server']} is up ({doc['message']})")
@@ -264,7 +264,7 @@ def demo() -> None:
 def backends(json_: JsonFlag = False) -> None:
     """Installed backends: where each comes from, its binary, its version, load errors."""
     from mam import render
-    from mam.inspect import backends_document
+    from mam.commands import backends_document
 
     doc = backends_document(_open())
     _emit(doc, json_, None if json_ else render.backends_text(doc))
@@ -274,7 +274,7 @@ def backends(json_: JsonFlag = False) -> None:
 def env(json_: JsonFlag = False) -> None:
     """The environment a server bootstrap would get: what is removed, and which rule removed it."""
     from mam import render
-    from mam.inspect import env_document
+    from mam.commands import env_document
 
     doc = env_document(_open())
     _emit(doc, json_, None if json_ else render.env_text(doc))

@@ -13,8 +13,8 @@ from typing import Any
 
 from mam import registry
 from mam.app import App
+from mam.commands import require_binary, start_server
 from mam.errors import MamError
-from mam.inspect import require_binary, start_server
 from mam.model import Agent, CallContext, ServerState, SpawnRequest
 from mam.names import check_name
 from mam.query import query_server

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 from mam.app import App
+from mam.commands import start_server
 from mam.errors import MamError
-from mam.inspect import start_server
 from mam.model import CallContext, ServerState
 from mam.names import check_name
 from mam.query import query_server

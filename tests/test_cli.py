@@ -138,7 +138,7 @@ def test_only_cli_imports_the_cli_framework() -> None:
 
 
 def test_core_names_no_backend() -> None:
-    for name in ("status.py", "reconcile.py", "query.py", "app.py", "inspect.py"):
+    for name in ("status.py", "reconcile.py", "query.py", "app.py", "commands.py", "lifecycle.py", "passthrough.py"):
         assert not _imports(ROOT / "mam" / name) & {"mam_herdr", "mam_tmux", "mam_zellij"}, name
 
 
