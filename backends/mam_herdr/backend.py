@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 from mam import runner
+from mam.listing import find_for_stop
 from mam.model import (
     Agent,
     BootstrapContext,
@@ -199,15 +200,10 @@ class HerdrBackend:
         return SpawnResult(True, f"started {request.name} in herdr pane {pane_id}", pane_id=pane_id)
 
     def stop(self, server: str, name: str, ctx: CallContext) -> StopResult:
-        listing = self.list_agents(server, ctx)
-        if isinstance(listing, Failure):
-            down = self.classify(listing)
-            if down is not None and down.kind is ErrorKind.SERVER_DOWN:
-                return StopResult(False, f"herdr session {server} is down")
-            return StopResult(False, "could not list herdr agents", failure=listing)
-        agent = next((a for a in listing if a.name == name), None)
-        if agent is None or agent.pane_id is None:
-            return StopResult(False, f"{name} was not running on herdr session {server}")
+        agent = find_for_stop(self, server, name, ctx)
+        if isinstance(agent, StopResult):
+            return agent
+        assert agent.pane_id is not None
         closed = self._call(server, ["pane", "close", agent.pane_id], ctx, "ok")
         if isinstance(closed, Failure):
             return StopResult(False, f"herdr pane close {agent.pane_id} failed", failure=closed)

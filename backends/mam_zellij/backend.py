@@ -8,6 +8,7 @@ import time
 from collections.abc import Mapping
 
 from mam import runner
+from mam.listing import find_for_stop
 from mam.model import (
     Agent,
     BootstrapContext,
@@ -176,15 +177,9 @@ class ZellijBackend:
         return SpawnResult(True, f"started {request.name} in zellij session {server}")
 
     def stop(self, server: str, name: str, ctx: CallContext) -> StopResult:
-        listing = self.list_agents(server, ctx)
-        if isinstance(listing, Failure):
-            down = self.classify(listing)
-            if down is not None and down.kind is ErrorKind.SERVER_DOWN:
-                return StopResult(False, f"zellij session {server} is down")
-            return StopResult(False, "could not list zellij panes", failure=listing)
-        agent = next((a for a in listing if a.name == name), None)
-        if agent is None or agent.pane_id is None:
-            return StopResult(False, f"{name} was not running in zellij session {server}")
+        agent = find_for_stop(self, server, name, ctx)
+        if isinstance(agent, StopResult):
+            return agent
         result = self._run(["--session", server, "action", "close-pane", "--pane-id", f"terminal_{agent.pane_id}"],
                            timeout=ctx.timeout, env=ctx.env)
         text = result.stdout + result.stderr

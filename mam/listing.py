@@ -1,0 +1,20 @@
+"""Helpers for backends that find an agent by listing their server (herdr, zellij): shared, not a hook."""
+
+from __future__ import annotations
+
+from mam.model import Agent, Backend, CallContext, ErrorKind, Failure, StopResult
+
+
+def find_for_stop(backend: Backend, server: str, name: str, ctx: CallContext) -> Agent | StopResult:
+    """The live agent `name` with a pane id, or the StopResult to return when there is nothing to close:
+    the server is down or the agent is gone (not an error), or the server could not be listed (an error)."""
+    listing = backend.list_agents(server, ctx)
+    if isinstance(listing, Failure):
+        down = backend.classify(listing)
+        if down is not None and down.kind is ErrorKind.SERVER_DOWN:
+            return StopResult(False, f"{backend.name} server {server} is down")
+        return StopResult(False, f"could not list the agents of {backend.name} server {server}", failure=listing)
+    agent = next((a for a in listing if a.name == name and a.pane_id is not None), None)
+    if agent is None:
+        return StopResult(False, f"{name} was not running on {backend.name} server {server}")
+    return agent
