@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, cast
+
 from mam.envscrub import DEFAULT_RULES
+from mam.errors import MamError
 from mam.hookspecs import hookimpl
 from mam.model import (
     Agent,
@@ -52,6 +56,19 @@ def process_classification(failure: Failure) -> ServerError | None:
     return None
 
 
+_OPERATIONS = {"spawn": "start agents", "stop": "stop agents", "client_argv": "run its own command line"}
+
+
+def optional_operation(backend: Backend, method: str) -> Callable[..., Any]:
+    """A backend's optional method (`spawn`, `stop`, `client_argv`), or a clear error when it has none.
+    Commands call this before they start anything, so no server is started for an operation that cannot run."""
+    operation = getattr(backend, method, None)
+    if operation is None:
+        raise MamError("operation_failed", f"backend {backend.name} cannot {_OPERATIONS[method]}",
+                       hint="use the multiplexer itself, then `mam reconcile --adopt --apply`")
+    return cast(Callable[..., Any], operation)
+
+
 class CoreDefaults:
     """Registered first, run last: anything a plugin adds runs before these."""
 
@@ -73,24 +90,15 @@ class CoreDefaults:
 
     @hookimpl(trylast=True)
     def mam_spawn_agent(self, backend: Backend, server: str, request: SpawnRequest, ctx: CallContext) -> SpawnResult:
-        spawn = getattr(backend, "spawn", None)
-        if spawn is None:
-            return SpawnResult(False, f"backend {backend.name} cannot start agents")
-        result: SpawnResult = spawn(server, request, ctx)
+        result: SpawnResult = optional_operation(backend, "spawn")(server, request, ctx)
         return result
 
     @hookimpl(trylast=True)
     def mam_stop_agent(self, backend: Backend, server: str, name: str, ctx: CallContext) -> StopResult:
-        stop = getattr(backend, "stop", None)
-        if stop is None:
-            return StopResult(False, f"backend {backend.name} cannot stop agents")
-        result: StopResult = stop(server, name, ctx)
+        result: StopResult = optional_operation(backend, "stop")(server, name, ctx)
         return result
 
     @hookimpl(trylast=True)
     def mam_client_argv(self, backend: Backend, server: str, args: list[str]) -> list[str] | None:
-        client_argv = getattr(backend, "client_argv", None)
-        if client_argv is None:
-            return None
-        result: list[str] = client_argv(server, args)
+        result: list[str] = optional_operation(backend, "client_argv")(server, args)
         return result

@@ -14,6 +14,7 @@ from typing import Any
 from mam import registry
 from mam.app import App
 from mam.commands import require_binary, start_server
+from mam.defaults import optional_operation
 from mam.errors import MamError
 from mam.model import Agent, CallContext, ServerState, SpawnRequest
 from mam.names import check_name
@@ -99,9 +100,7 @@ def spawn_document(app: App, name: str, *, agent: str | None, server: str | None
     if not directory.is_dir():
         raise MamError("usage", f"--cwd {cwd}: not a directory")
     backend = app.plugins.backend(app.backend_name)
-    if not hasattr(backend, "spawn"):  # say so before any server is started for nothing
-        raise MamError("operation_failed", f"backend {app.backend_name} cannot start agents yet",
-                       hint="start it with the multiplexer itself, then `mam reconcile --adopt --apply`")
+    optional_operation(backend, "spawn")  # refuse before any server is started for nothing
     app.load_registry()  # an invalid registry is refused before anything starts
     ctx = CallContext(timeout=app.timeout, env=app.server_env)
     outcome = query_server(app.plugins, app.backend_name, server, ctx)
@@ -157,6 +156,7 @@ def stop_document(app: App, name: str, server: str | None) -> dict[str, Any]:
                        hint="pass --server to stop an agent that is not registered")
     target = rows[0].server if rows else default_server(app, server)
     backend = app.plugins.backend(app.backend_name)
+    optional_operation(backend, "stop")  # a backend that cannot stop must not get the row marked terminated
     ctx = CallContext(timeout=app.timeout, env=app.backend_env)
     result = app.plugins.stop(backend, target, name, ctx)
     if result.failure is not None:

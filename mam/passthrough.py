@@ -32,8 +32,8 @@ def exec_command(app: App, server: str | None, args: list[str]) -> tuple[str, li
     check_name(name, "server name")
     backend = app.plugins.backend(app.backend_name)
     argv = app.plugins.client_argv(backend, name, args)
-    if not argv:
-        raise MamError("operation_failed", f"backend {app.backend_name} has no command line to run")
+    if not argv:  # a plugin wrapping the hook may still decline
+        raise MamError("operation_failed", f"backend {app.backend_name} cannot run its own command line")
     env = dict(app.server_env)
     env["PATH"] = path_without_shims(env.get("PATH", ""))
     program = shutil.which(argv[0], path=env["PATH"])

@@ -110,3 +110,15 @@ def test_status_imports_only_the_backends_it_needs(ws: Workspace, plugin_env: di
     modules = _modules_after(["status", "--json"], plugin_env, ws.root)
     assert "mam_herdr.backend" in modules
     assert not {"mam_broken_plugin", "mam_echo", "mam_tmux", "mam_tmux.backend"} & modules
+
+
+def test_a_backend_without_stop_or_exec_is_refused_and_the_row_kept(ws: Workspace, plugin_env: dict[str, str]) -> None:
+    ws.write_registry("sessions:\n  - {name: a, backend: echo, server: e1, status: running}\n")
+    before = ws.registry.read_bytes()
+    env = {**plugin_env, "ECHO_AGENTS": json.dumps({"e1": ["a"]})}
+    for args in (["stop", "a"], ["spawn", "b", "--command", "sleep 1", "--server", "e1"],
+                 ["exec", "--server", "e1", "--", "x"]):
+        proc = ws.mam("--backend", "echo", *args, env=env)
+        assert proc.returncode == 1, (args, proc.stderr)
+        assert proc.stderr.startswith("mam: backend echo cannot "), proc.stderr
+    assert ws.registry.read_bytes() == before  # not marked terminated: the agent still runs
