@@ -77,9 +77,13 @@ class App:
         return plan
 
     @cached_property
+    def server_plan(self) -> envscrub.ScrubPlan:
+        """The scrub of what a server or an agent mam starts gets: the rules of every installed plugin."""
+        return self.scrub_plan()
+
+    @property
     def server_env(self) -> dict[str, str]:
-        """What a server or an agent mam starts gets: scrubbed by the rules of every installed plugin."""
-        return self.scrub_plan().env
+        return self.server_plan.env
 
     @cached_property
     def backend_env(self) -> dict[str, str]:

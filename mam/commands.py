@@ -51,7 +51,7 @@ def start_server(app: App, server: str) -> tuple[BootstrapResult, Path]:
 def bootstrap_document(app: App, server: str) -> dict[str, Any]:
     check_name(server, "server name")
     result, log_path = start_server(app, server)
-    plan = app.scrub_plan()
+    plan = app.server_plan
     return {"schema": 1, "backend": app.backend_name, "server": server, "state": ServerState.UP.value,
             "started": result.started, "pid": result.pid, "log": str(log_path) if result.started else None,
             "removed_env": [d.name for d in plan.removed], "message": result.message}
@@ -81,7 +81,7 @@ def backends_document(app: App) -> dict[str, Any]:
 
 
 def env_document(app: App) -> dict[str, Any]:
-    plan = app.scrub_plan()
+    plan = app.server_plan
     return {
         "schema": 1,
         "workspace": str(app.workspace.root),

@@ -16,7 +16,7 @@ from mam.app import App
 from mam.commands import require_binary, start_server
 from mam.defaults import optional_operation
 from mam.errors import MamError
-from mam.model import Agent, CallContext, ServerState, SpawnRequest
+from mam.model import Agent, CallContext, ServerOutcome, ServerState, SpawnRequest
 from mam.names import check_name
 from mam.query import query_server
 from mam.registry import Row, RowKey
@@ -81,13 +81,14 @@ def _update(app: App, key: RowKey, fields: dict[str, Any], create: bool = False)
     return registry.update(app.workspace.registry_path, app.row_default_backend, _set_row(key, fields, create))
 
 
-def _wait_listed(app: App, server: str, name: str, ctx: CallContext) -> Agent | None:
+def _wait_listed(app: App, server: str, name: str, ctx: CallContext) -> tuple[Agent | None, ServerOutcome]:
+    """Poll, bounded, until the server lists `name`; the last outcome comes back for the caller to show."""
     deadline = time.monotonic() + app.bootstrap_wait
     while True:
         outcome = query_server(app.plugins, app.backend_name, server, ctx)
         agent = next((a for a in outcome.agents if a.name == name), None)
         if agent is not None or time.monotonic() >= deadline:
-            return agent
+            return agent, outcome
         time.sleep(POLL_INTERVAL)
 
 
@@ -96,7 +97,7 @@ def spawn_document(app: App, name: str, *, agent: str | None, server: str | None
     check_name(name, "agent name")
     server = default_server(app, server)
     argv = agent_argv(agent, command, args)
-    directory = Path(cwd or ".").resolve() if cwd else Path.cwd()
+    directory = Path(cwd).resolve() if cwd else Path.cwd()
     if not directory.is_dir():
         raise MamError("usage", f"--cwd {cwd}: not a directory")
     backend = app.plugins.backend(app.backend_name)
@@ -126,7 +127,7 @@ def spawn_document(app: App, name: str, *, agent: str | None, server: str | None
             detail += ": " + app.plugins.classify(backend, result.failure).message
         _update(app, key, {"status": "terminated", "terminated_at": _now(), "terminated_reason": detail})
         raise MamError("operation_failed", f"{app.backend_name} did not start {name}: {detail}")
-    listed = _wait_listed(app, server, name, ctx)
+    listed, outcome = _wait_listed(app, server, name, ctx)
     if listed is None:
         _update(app, key, {"status": "terminated", "terminated_at": _now(),
                            "terminated_reason": "started, but its server never listed it"})
@@ -137,7 +138,6 @@ def spawn_document(app: App, name: str, *, agent: str | None, server: str | None
     reg = _update(app, key, {"status": "running", "pane": pane})
     row = reg.find(key)
     assert row is not None
-    outcome = query_server(app.plugins, app.backend_name, server, ctx)
     return {"schema": 1, "session": session_entry(row, outcome)}
 
 
