@@ -9,22 +9,12 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import statistics
 import subprocess
 import tempfile
-import time
+
+from startup import median_ms  # bench/ is on sys.path when run as python3 bench/tmux_status.py
 
 FORMAT = "#{session_id}\x1f#{session_name}\x1f#{pane_current_path}"
-
-
-def timed(argv: list[str], env: dict[str, str], runs: int, cwd: str) -> float:
-    samples = []
-    for _ in range(runs):
-        started = time.perf_counter()
-        subprocess.run(argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True,
-                       timeout=120)
-        samples.append((time.perf_counter() - started) * 1000)
-    return statistics.median(samples)
 
 
 def main() -> None:
@@ -63,7 +53,7 @@ def main() -> None:
             ("shell loop: tmux list-sessions per server, sequential", sequential),
             ("shell loop: the same, all in parallel", parallel),
         ]
-        results = {label: timed(argv, env, args.runs, workspace) for label, argv in cases}
+        results = {label: median_ms(argv, args.runs, env, workspace) for label, argv in cases}
         base = results[cases[2][0]]
         print(f"| command | median of {args.runs} | vs sequential loop |")
         print("|---|---|---|")

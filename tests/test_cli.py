@@ -161,3 +161,31 @@ def test_status_on_empty_registry_loads_no_backend_module(ws: Workspace) -> None
     assert "mam_herdr.backend" not in modules
     assert "importlib.metadata" not in modules
     assert "pydantic" not in modules
+
+
+def test_colour_only_on_a_terminal_and_never_with_no_color(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mam import render
+
+    class Tty:
+        def isatty(self) -> bool:
+            return True
+
+    captured = sys.stdout  # pytest's capture: not a terminal
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setattr(sys, "stdout", Tty())
+    assert "\x1b[32m" in render.table(("STATE",), [("up",)], colour_columns=(0,))
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert "\x1b[" not in render.table(("STATE",), [("up",)], colour_columns=(0,))
+    monkeypatch.delenv("NO_COLOR")
+    monkeypatch.setattr(sys, "stdout", captured)
+    assert "\x1b[" not in render.table(("STATE",), [("up",)], colour_columns=(0,))
+
+
+@pytest.mark.parametrize("args", [["spawn", "a1", "--agent", "claude", "--server", "s1"],
+                                  ["exec", "--server", "s1", "--", "agent", "list"],
+                                  ["bootstrap", "--server", "s1"], ["ls", "--server", "s1"]])
+def test_commands_that_need_the_binary_exit_3_without_it(ws: Workspace, args: list[str]) -> None:
+    proc = ws.mam(*args, env={**ws.env, "PATH": "/nonexistent"})
+    assert proc.returncode == 3, proc.stderr
+    assert proc.stderr.startswith("mam: herdr: not found on PATH")
+    assert not ws.registry.exists()  # nothing registered for an agent that could not start
