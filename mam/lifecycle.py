@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import shlex
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +28,6 @@ AGENT_COMMANDS: dict[str, tuple[str, ...]] = {
     "qwen": ("qwen",), "amp": ("amp",), "goose": ("goose",), "crush": ("crush",),
 }
 POLL_INTERVAL = 0.05
-
-
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def default_server(app: App, server: str | None) -> str:
@@ -118,18 +113,18 @@ def spawn_document(app: App, name: str, *, agent: str | None, server: str | None
         start_server(app, server)
     key = (app.backend_name, server, name)
     kind = agent or Path(argv[0]).name
-    _update(app, key, {"status": "starting", "agent": kind, "pane": {"cwd": str(directory)}, "created_at": _now()},
-            create=True)
+    _update(app, key, {"status": "starting", "agent": kind, "pane": {"cwd": str(directory)},
+                       "created_at": registry.timestamp()}, create=True)
     result = app.plugins.spawn(backend, server, SpawnRequest(name, kind, str(directory), argv), ctx)
     if not result.ok:
         detail = result.message
         if result.failure is not None:
             detail += ": " + app.plugins.classify(backend, result.failure).message
-        _update(app, key, {"status": "terminated", "terminated_at": _now(), "terminated_reason": detail})
+        _update(app, key, {"status": "terminated", "terminated_at": registry.timestamp(), "terminated_reason": detail})
         raise MamError("operation_failed", f"{app.backend_name} did not start {name}: {detail}")
     listed, outcome = _wait_listed(app, server, name, ctx)
     if listed is None:
-        _update(app, key, {"status": "terminated", "terminated_at": _now(),
+        _update(app, key, {"status": "terminated", "terminated_at": registry.timestamp(),
                            "terminated_reason": "started, but its server never listed it"})
         raise MamError("operation_failed", f"{name} was started but {app.backend_name} server {server} does not "
                        f"list it (it may have exited at once)")
@@ -167,7 +162,7 @@ def stop_document(app: App, name: str, server: str | None) -> dict[str, Any]:
     if rows and not result.stopped and not rows[0].active:
         status = rows[0].status or status  # already recorded as not running: nothing to change
     elif rows:
-        fields: dict[str, Any] = {"status": status, "stopped_at": _now()}
+        fields: dict[str, Any] = {"status": status, "stopped_at": registry.timestamp()}
         if not result.stopped:
             fields["terminated_reason"] = result.message
         _update(app, rows[0].key, fields)

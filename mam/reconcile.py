@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from mam import registry
@@ -72,10 +71,6 @@ def find_drifts(rows: list[Row], outcomes: Mapping[ServerKey, ServerOutcome], ad
     return sorted(drifts, key=lambda d: d.sort_key)
 
 
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def make_change(drifts: list[Drift]) -> registry.Change:
     """The fixes, applied to the freshly re-read registry under its lock. A row that changed since it was
     looked at (another writer got there first) is left alone."""
@@ -83,7 +78,7 @@ def make_change(drifts: list[Drift]) -> registry.Change:
     def change(document: dict[str, Any], rows: tuple[Row, ...]) -> bool:
         by_key = {r.key: r for r in rows}
         changed = False
-        now = _now()
+        now = registry.timestamp()
         for drift in drifts:
             key = (drift.backend, drift.server, drift.name or "")
             row = by_key.get(key)

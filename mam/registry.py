@@ -30,6 +30,13 @@ LOCK_TIMEOUT = 30.0
 RowKey = tuple[str, str, str]  # (backend, server, name)
 
 
+def timestamp() -> str:
+    """Now, as the registry's timestamps are written: UTC ISO 8601, e.g. 2026-12-02T09:00:00Z."""
+    from datetime import UTC, datetime
+
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 @dataclass(frozen=True)
 class Row:
     """A validated registry row. `raw` is the row's own mapping inside the loaded document."""
