@@ -3,7 +3,8 @@
 Reading never writes. Writing takes an exclusive lock, re-reads the file, applies a change to the fresh
 document, and replaces the file atomically (temporary file, fsync, rename, directory fsync), so a reader
 never sees a partial file and two writers never lose each other's change. A file that does not parse or
-validate is never rewritten.
+validate is never rewritten. mam writes one JSON row per line (still YAML), which reads back without the
+YAML parser: see mam/registry_text.py.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mam import registry_text
 from mam.errors import MamError
 from mam.names import NAME_PATTERN
 
@@ -178,7 +180,7 @@ def _validate(document: Any, default_backend: str) -> tuple[dict[str, Any], tupl
 
 def parse(text: str, path: Path, default_backend: str) -> tuple[dict[str, Any], tuple[Row, ...]]:
     """Parse and validate registry text; raise `invalid_registry` naming the file and line."""
-    from mam import yamlio  # YAML is loaded only when there is a file to read
+    from mam import yamlio  # only for files not in the form mam writes (mam/registry_text.py)
 
     try:
         document = yamlio.load(text)
@@ -204,63 +206,17 @@ def _read_text(path: Path) -> str | None:
         raise MamError("invalid_registry", f"{path}: cannot read: {exc}") from None
 
 
-# Parsing YAML costs about 0.25 ms a row here, so every mam write leaves the parsed document beside the file,
-# stamped with the file's inode, size, mtime and ctime. A reader uses it only when all four still match (a
-# hand edit changes mtime and ctime, a mam write the inode); otherwise it parses the file. Readers never
-# write it, so query commands still write nothing.
-CACHE_SUFFIX = ".parsed.json"
-
-
-def _cache_path(path: Path) -> Path:
-    return path.with_name(path.name + CACHE_SUFFIX)
-
-
-def _stamp(st: os.stat_result) -> list[int]:
-    return [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
-
-
-def _cached_document(path: Path) -> dict[str, Any] | None:
-    import json
-
-    try:
-        stamp = _stamp(os.stat(path))
-        cached = json.loads(_cache_path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(cached, dict) or cached.get("stamp") != stamp or not isinstance(cached.get("document"), dict):
-        return None
-    document: dict[str, Any] = cached["document"]
-    return document
-
-
-def _write_cache(path: Path, document: dict[str, Any]) -> None:
-    """Best effort: a missing or stale cache only costs a parse."""
-    import json
-
-    try:
-        text = json.dumps(document)
-        if json.loads(text) != document:  # keys or values JSON cannot hold exactly: parse the YAML instead
-            _cache_path(path).unlink(missing_ok=True)
-            return
-        stamp = _stamp(os.stat(path))
-        tmp = _cache_path(path).with_name(f".{_cache_path(path).name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"stamp": stamp, "document": document}), encoding="utf-8")
-        os.replace(tmp, _cache_path(path))
-    except (OSError, TypeError, ValueError):
-        pass
-
-
 def _read(path: Path, default_backend: str) -> tuple[dict[str, Any], tuple[Row, ...]] | None:
     """The validated document, or None when there is no file."""
-    cached = _cached_document(path)
-    if cached is not None:
-        try:
-            return _validate(cached, default_backend)
-        except _Invalid:
-            pass  # parse the text, which can name the line
     text = _read_text(path)
     if text is None:
         return None
+    document = registry_text.fast_load(text)  # a file as mam writes it, without the YAML parser
+    if document is not None:
+        try:
+            return _validate(document, default_backend)
+        except _Invalid:
+            pass  # parse it as YAML, which can name the line
     return parse(text, path, default_backend)
 
 
@@ -331,8 +287,7 @@ def _write_atomically(path: Path, text: str) -> None:
 def _remove_stale_temporaries(path: Path) -> None:
     """Temporary files are only written under the lock, so any found while holding it were left by a writer
     that was killed mid-write. They were never renamed into place: remove them."""
-    for stale in [*path.parent.glob("." + path.name + ".*.tmp"),
-                  *path.parent.glob("." + path.name + CACHE_SUFFIX + ".*.tmp")]:
+    for stale in path.parent.glob("." + path.name + ".*.tmp"):
         try:
             stale.unlink()
         except OSError:
@@ -360,13 +315,9 @@ def update(path: Path, default_backend: str, change: Change) -> Registry:
             return Registry(path, document, rows, exists=found is not None)
         if "version" not in document:
             document = {"version": 1, **document}
-        from mam import yamlio
-
         try:  # validate the changed document itself: a change can never leave an invalid file behind
             document, rows = _validate(document, default_backend)
         except _Invalid as err:
             raise MamError("invalid_registry", f"{path}: refusing to write: {err.message}") from None
-        new_text = yamlio.dump(document)
-        _write_atomically(path, new_text)
-        _write_cache(path, document)
+        _write_atomically(path, registry_text.dump(document))
         return Registry(path, document, rows, exists=True)

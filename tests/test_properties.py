@@ -130,3 +130,22 @@ def test_empty_forms_are_empty_registries(tmp_path: Path, text: str) -> None:
     path = tmp_path / "agent-sessions.yaml"
     path.write_text(text)
     assert registry.load(path, "herdr").rows == ()
+
+
+any_text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=12)
+row_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | any_text,
+    lambda kids: st.lists(kids, max_size=3) | st.dictionaries(any_text, kids, max_size=3), max_leaves=10)
+
+
+@settings(max_examples=300, deadline=None)
+@given(document=st.dictionaries(st.sampled_from(["version", "sessions", "herdr_sessions", "owner"]),
+                                st.lists(st.dictionaries(any_text, row_values, max_size=4), max_size=4)
+                                | row_values, max_size=4))
+def test_what_mam_writes_reads_back_the_same_through_yaml_and_the_fast_path(document: dict[str, Any]) -> None:
+    from mam import registry_text, yamlio
+
+    text = registry_text.dump(document)
+    assert yamlio.load(text) == (document or None)  # the file is YAML, and says exactly the document
+    fast = registry_text.fast_load(text)
+    assert fast is None or fast == document  # the fast path never reads anything else

@@ -259,43 +259,59 @@ def _add_row(name: str) -> registry.Change:
     return change
 
 
-def test_a_mam_write_leaves_a_parse_cache_that_readers_use(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_mam_write_is_yaml_with_one_json_row_per_line_read_without_the_yaml_parser(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from mam import yamlio
 
     path = tmp_path / "agent-sessions.yaml"
     registry.update(path, "herdr", _add_row("a"))
-    assert (tmp_path / "agent-sessions.yaml.parsed.json").exists()
+    registry.update(path, "herdr", _add_row("b"))
+    text = path.read_text()
+    assert text == ('version: 1\nsessions:\n- {"name": "a", "server": "s"}\n- {"name": "b", "server": "s"}\n')
+    assert yaml.safe_load(text) == {"version": 1, "sessions": [{"name": "a", "server": "s"},
+                                                                 {"name": "b", "server": "s"}]}
 
     def no_yaml(text: str) -> Any:
-        raise AssertionError("the YAML was parsed although the cache matched")
+        raise AssertionError("the YAML parser ran on a file mam wrote")
 
     monkeypatch.setattr(yamlio, "load", no_yaml)
-    assert [r.name for r in registry.load(path, "herdr").rows] == ["a"]
+    assert [r.name for r in registry.load(path, "herdr").rows] == ["a", "b"]
 
 
-def test_a_hand_edit_makes_the_cache_stale(tmp_path: Path) -> None:
-    import time
+@pytest.mark.parametrize("text", [
+    'version: 1\nsessions:\n- {"name": "a", "server": "s"}  # a comment\n',
+    'version: 1\nsessions:\n- {"name": "a",  "server": "s"}\n',  # not spaced as mam writes it
+    'version: 1\nsessions:\n- {"name": "a", "server": "s", "n": 1e5}\n',  # YAML 1.1 reads 1e5 as a string
+    'version: 1\nsessions:\n- {"name": "a", "server": "s", "x": "\\ud83d\\ude00"}\n',  # a surrogate pair
+    'version: 1\nowner: me\nsessions:\n- {"name": "a", "server": "s"}\n',
+    'version: 1\nsessions:\n  - {"name": "a", "server": "s"}\n',
+    'version: 1\nsessions:\n- {"name": "a", "server": "s"}\nsessions: []\n',
+    'sessions:\nherdr_sessions: []\n',
+])
+def test_any_other_text_is_read_by_yaml_with_the_same_result(tmp_path: Path, text: str) -> None:
+    from mam import registry_text, yamlio
 
     path = tmp_path / "agent-sessions.yaml"
+    path.write_text(text)
+    try:
+        expected: Any = yamlio.load(text) or {}
+    except yamlio.YAMLError:
+        expected = "refused"
+    assert registry_text.fast_load(text) in (None, expected)
+    try:
+        assert registry.load(path, "herdr").document == expected
+    except MamError as exc:
+        assert expected == "refused" and exc.message.startswith(f"{path}:3: not valid YAML")
+
+
+def test_a_hand_edited_duplicate_in_mam_form_is_refused_with_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "agent-sessions.yaml"
     registry.update(path, "herdr", _add_row("a"))
-    time.sleep(0.01)
-    path.write_text("sessions:\n  - {name: b, server: s}\n")  # same inode, new content, new mtime
-    assert [r.name for r in registry.load(path, "herdr").rows] == ["b"]
-    path.write_text("sessions:\n  - {name: b, server: s}\n  - name: b\n    server: s\n")
+    with path.open("a") as handle:
+        handle.write('- {"name": "a", "server": "s"}\n')
     with pytest.raises(MamError) as info:
         registry.load(path, "herdr")
-    assert info.value.message.startswith(f"{path}:3:")
-
-
-def test_a_corrupt_cache_is_ignored(tmp_path: Path) -> None:
-    path = tmp_path / "agent-sessions.yaml"
-    registry.update(path, "herdr", _add_row("a"))
-    cache = tmp_path / "agent-sessions.yaml.parsed.json"
-    cache.write_text("{not json")
-    assert [r.name for r in registry.load(path, "herdr").rows] == ["a"]
-    stamp = json.loads("[1, 2, 3, 4]")
-    cache.write_text(json.dumps({"stamp": stamp, "document": {"sessions": [{"name": "lie", "server": "s"}]}}))
-    assert [r.name for r in registry.load(path, "herdr").rows] == ["a"]
+    assert info.value.message.startswith(f"{path}:4:")
 
 
 def test_queries_never_write_the_cache(ws: Workspace) -> None:
