@@ -53,6 +53,8 @@ def process_classification(failure: Failure) -> ServerError | None:
     if result.os_error is not None:
         kind = ErrorKind.PERMISSION if "ermission denied" in result.os_error else ErrorKind.UNKNOWN
         return ServerError(kind, result.os_error)
+    if result.returncode is not None and result.returncode < 0:  # whatever it printed before it died
+        return ServerError(ErrorKind.UNKNOWN, f"{program} was killed by signal {-result.returncode}")
     return None
 
 
