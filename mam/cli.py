@@ -1,18 +1,20 @@
-"""The command line. The only module that imports the CLI framework; the core never does.
+"""The command line. The only module that parses arguments; the core and the backends never import it.
 
-Core modules are imported inside each command, so `mam --help` and `mam version` load neither plugins
-nor YAML.
+It is built on the standard library's argparse: importing typer (with its vendored click) cost 25-30 ms of
+every command's start-up, a quarter of mam's own share, and start-up is a feature (bench/RESULTS.md).
+Core modules are imported inside each command, so `mam --help` and `mam version` load neither plugins nor
+YAML.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
 import time
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
-
-import typer
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from mam import __version__
 from mam.errors import EXIT_BAD_INPUT, MamError
@@ -20,32 +22,16 @@ from mam.errors import EXIT_BAD_INPUT, MamError
 if TYPE_CHECKING:
     from mam.app import App
 
-# typer 0.28 vendors click; reach its exception classes through typer's public ones, whichever click it uses.
-_UsageError: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
-_ClickException: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
-
-app = typer.Typer(
-    name="mam",
-    help="mam, the multi-agent mux: track the coding agents running in terminal multiplexer panes.",
-    add_completion=False,
-    rich_markup_mode=None,
-    pretty_exceptions_enable=False,
-    no_args_is_help=True,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
-
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
+DESCRIPTION = "mam, the multi-agent mux: track the coding agents running in terminal multiplexer panes."
+EPILOG = """\
+exit codes: 0 done (drift and unknown servers are findings), 1 an operation failed, 2 bad input,
+3 backend or its binary not found, 4 a backend plugin failed to load. Every command takes --json."""
 
 
-class Globals:
-    backend: str | None = None
-    workspace: str | None = None
-
-
-def _open() -> App:
+def _open(ns: argparse.Namespace) -> App:
     from mam.app import App
 
-    return App.open(Globals.workspace, Globals.backend)
+    return App.open(ns.workspace, ns.backend)
 
 
 def _emit(doc: dict[str, Any], as_json: bool, text: str | None = None, compact: bool = False) -> None:
@@ -57,233 +43,293 @@ def _emit(doc: dict[str, Any], as_json: bool, text: str | None = None, compact: 
     sys.stdout.flush()
 
 
-def _version_callback(value: bool) -> None:
-    if value:
-        typer.echo(f"mam {__version__}")
-        raise typer.Exit()
+# The commands. Each takes the parsed namespace and returns its exit code.
 
-
-@app.callback()
-def _main(
-    backend: Annotated[str | None, typer.Option(
-        "--backend", "-b", metavar="NAME",
-        help="Backend to use: herdr (default), tmux, zellij, or a plugin's. Also $MAM_BACKEND, then "
-             "`backend:` in .mam/config.yaml.")] = None,
-    workspace: Annotated[str | None, typer.Option(
-        "--workspace", metavar="DIR", help="Project directory holding .mam/ (default: discovered).")] = None,
-    version: Annotated[bool, typer.Option("--version", callback=_version_callback, is_eager=True,
-                                          help="Print the version and exit.")] = False,
-) -> None:
-    Globals.backend = backend
-    Globals.workspace = workspace
-
-
-@app.command()
-def status(
-    json_: JsonFlag = False,
-    server: Annotated[list[str] | None, typer.Option(
-        "--server", metavar="NAME", help="Only this server of the selected backend (repeatable).")] = None,
-) -> None:
-    """Every registry row with what its server says about it now. Never starts a server."""
+def cmd_status(ns: argparse.Namespace) -> int:
     from mam import render
     from mam.status import status_document
 
-    doc = status_document(_open(), server or ())
-    _emit(doc, json_, None if json_ else render.status_text(doc))
+    doc = status_document(_open(ns), ns.server or ())
+    _emit(doc, ns.json, None if ns.json else render.status_text(doc))
+    return 0
 
 
-@app.command()
-def reconcile(
-    json_: JsonFlag = False,
-    apply: Annotated[bool, typer.Option("--apply", help="Write the fixes to the registry (only writing form).")]
-    = False,
-    adopt: Annotated[bool, typer.Option("--adopt", help="Register live named agents that have no row.")] = False,
-    watch: Annotated[float | None, typer.Option("--watch", metavar="SECONDS",
-                                                help="Repeat every SECONDS until interrupted.")] = None,
-    once: Annotated[bool, typer.Option("--once", help="One pass (the default).")] = False,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Write nothing (the default).")] = False,
-    emit_diff: Annotated[bool, typer.Option("--emit-diff", help="Print the report (the default).")] = False,
-) -> None:
-    """Compare the registry with the live servers and report drift; fix it only with --apply."""
+def cmd_reconcile(ns: argparse.Namespace) -> int:
     from mam import render
     from mam.reconcile import reconcile_document
 
-    if apply and dry_run:
+    if ns.apply and ns.dry_run:
         raise MamError("usage", "--apply and --dry-run contradict each other", hint="drop one of them")
-    if watch is not None and watch <= 0:
+    if ns.watch is not None and ns.watch <= 0:
         raise MamError("usage", "--watch takes a positive number of seconds")
-    ctx = _open()
-    if watch is None or once:
-        doc = reconcile_document(ctx, apply=apply, adopt=adopt)
-        _emit(doc, json_, None if json_ else render.reconcile_text(doc))
-        return
+    app = _open(ns)
+    if ns.watch is None or ns.once:
+        doc = reconcile_document(app, apply=ns.apply, adopt=ns.adopt)
+        _emit(doc, ns.json, None if ns.json else render.reconcile_text(doc))
+        return 0
     try:
         while True:
-            doc = reconcile_document(ctx, apply=apply, adopt=adopt)
+            doc = reconcile_document(app, apply=ns.apply, adopt=ns.adopt)
             stamp = time.strftime("%Y-%m-%d %H:%M:%S")
-            _emit(doc, json_, None if json_ else f"--- {stamp}\n{render.reconcile_text(doc)}", compact=True)
-            time.sleep(watch)
+            _emit(doc, ns.json, None if ns.json else f"--- {stamp}\n{render.reconcile_text(doc)}", compact=True)
+            time.sleep(ns.watch)
     except KeyboardInterrupt:
-        return
+        return 0
 
 
-@app.command()
-def ls(
-    server: Annotated[str, typer.Option("--server", metavar="NAME", help="The server to list.")],
-    json_: JsonFlag = False,
-) -> None:
-    """The live agents of one server of the selected backend, straight from the backend."""
+def cmd_ls(ns: argparse.Namespace) -> int:
     from mam import render
     from mam.commands import ls_document
     from mam.model import ServerState
 
-    doc, outcome = ls_document(_open(), server)
-    _emit(doc, json_, None if json_ else render.ls_text(doc))
-    if outcome.state is ServerState.UNKNOWN:
-        raise typer.Exit(1)
+    doc, outcome = ls_document(_open(ns), ns.server)
+    _emit(doc, ns.json, None if ns.json else render.ls_text(doc))
+    return 1 if outcome.state is ServerState.UNKNOWN else 0
 
 
-@app.command()
-def bootstrap(
-    server: Annotated[str, typer.Option("--server", metavar="NAME", help="The server to start.")],
-    json_: JsonFlag = False,
-) -> None:
-    """Start a server of the selected backend if it is down, with a scrubbed environment."""
+def cmd_bootstrap(ns: argparse.Namespace) -> int:
     from mam.commands import bootstrap_document
 
-    doc = bootstrap_document(_open(), server)
-    _emit(doc, json_, None if json_ else f"{doc['backend']} server {doc['server']} is up ({doc['message']})")
+    doc = bootstrap_document(_open(ns), ns.server)
+    _emit(doc, ns.json, None if ns.json else f"{doc['backend']} server {doc['server']} is up ({doc['message']})")
+    return 0
 
 
-@app.command()
-def spawn(
-    name: Annotated[str, typer.Argument(help="The agent's name, unique on its server.")],
-    args: Annotated[list[str] | None, typer.Argument(help="Arguments for the agent, after --.")] = None,
-    agent: Annotated[str | None, typer.Option("--agent", metavar="KIND",
-                                              help="Agent kind: claude, codex, gemini, opencode, ...")] = None,
-    server: Annotated[str | None, typer.Option("--server", metavar="NAME",
-                                               help="Server to start it on (default $MAM_SERVER, else mam).")]
-    = None,
-    cwd: Annotated[str | None, typer.Option("--cwd", metavar="DIR", help="Working directory.")] = None,
-    command: Annotated[str | None, typer.Option("--command", metavar="CMD",
-                                                help="Run this command instead of the agent's own program.")]
-    = None,
-    json_: JsonFlag = False,
-) -> None:
-    """Start an agent in a new pane or session, registered at once; starts its server if it is down."""
+def cmd_spawn(ns: argparse.Namespace) -> int:
     from mam.lifecycle import spawn_document
 
-    doc = spawn_document(_open(), name, agent=agent, server=server, cwd=cwd, command=command, args=args or [])
+    doc = spawn_document(_open(ns), ns.name, agent=ns.agent, server=ns.server, cwd=ns.cwd, command=ns.command,
+                         args=ns.args)
     s = doc["session"]
-    _emit(doc, json_, None if json_ else f"{s['name']} is {s['status']} on {s['backend']} server {s['server']} "
-                                          f"(pane {s['pane_id']}, cwd {s['cwd']})")
+    _emit(doc, ns.json, None if ns.json else f"{s['name']} is {s['status']} on {s['backend']} server "
+                                             f"{s['server']} (pane {s['pane_id']}, cwd {s['cwd']})")
+    return 0
 
 
-@app.command()
-def stop(
-    name: Annotated[str, typer.Argument(help="The agent to stop.")],
-    server: Annotated[str | None, typer.Option("--server", metavar="NAME", help="Its server.")] = None,
-    json_: JsonFlag = False,
-) -> None:
-    """Close an agent's pane or session and mark it stopped (terminated when it was already gone)."""
+def cmd_stop(ns: argparse.Namespace) -> int:
     from mam.lifecycle import stop_document
 
-    doc = stop_document(_open(), name, server)
-    _emit(doc, json_, None if json_ else f"{doc['name']} on {doc['backend']} server {doc['server']}: "
-                                          f"{doc['status']} ({doc['message']})")
+    doc = stop_document(_open(ns), ns.name, ns.server)
+    _emit(doc, ns.json, None if ns.json else f"{doc['name']} on {doc['backend']} server {doc['server']}: "
+                                             f"{doc['status']} ({doc['message']})")
+    return 0
 
 
-@app.command(name="exec")
-def exec_(
-    args: Annotated[list[str], typer.Argument(help="The backend's own command line, after --.")],
-    server: Annotated[str | None, typer.Option("--server", metavar="NAME",
-                                               help="The server (default $MAM_SERVER).")] = None,
-) -> None:
-    """Run the backend's own CLI against one server (herdr --session S ..., tmux -L S ...), scrubbed.
-
-    Starts the server first if it is down, unless MAM_NO_AUTOSTART=1. Its output and exit code are the
-    backend's own.
-    """
+def cmd_exec(ns: argparse.Namespace) -> int:
     from mam.passthrough import exec_command
 
-    program, argv, env = exec_command(_open(), server, args)
+    if not ns.args:
+        raise MamError("usage", "mam exec needs the backend's command line after --",
+                       hint="e.g. mam exec --server S -- agent list")
+    program, argv, env = exec_command(_open(ns), ns.server, ns.args)
     sys.stdout.flush()
     sys.stderr.flush()
     os.execve(program, argv, env)  # noqa: S606 - explicit program and argv, no shell
 
 
-shim_app = typer.Typer(help="Shims that route herdr, tmux and zellij through `mam exec`.", no_args_is_help=True)
-app.add_typer(shim_app, name="shim")
-
-
-@shim_app.command("install")
-def shim_install(
-    directory: Annotated[str | None, typer.Option("--dir", metavar="DIR",
-                                                  help="Where to write them (default .mam/shim/).")] = None,
-) -> None:
-    """Write `herdr`, `tmux` and `zellij` shims; put DIR first on PATH and set MAM_SERVER to use them."""
+def cmd_shim_install(ns: argparse.Namespace) -> int:
     from pathlib import Path
 
     from mam.passthrough import install_shims
 
-    target = Path(directory) if directory else _open().workspace.dot_mam / "shim"
+    target = Path(ns.dir) if ns.dir else _open(ns).workspace.dot_mam / "shim"
     for path in install_shims(target):
-        typer.echo(str(path))
-    typer.echo(f'use them with: export PATH="{target.resolve()}:$PATH" MAM_SERVER=NAME', err=True)
+        print(path)
+    print(f'use them with: export PATH="{target.resolve()}:$PATH" MAM_SERVER=NAME', file=sys.stderr)
+    return 0
 
 
-skills_app = typer.Typer(help="Agent skills that drive mam.", no_args_is_help=True)
-app.add_typer(skills_app, name="skills")
-
-
-@skills_app.command("install")
-def skills_install(
-    dest: Annotated[str | None, typer.Option("--dest", metavar="DIR",
-                                             help="Where to put them (default .agents/skills/; e.g. "
-                                                  ".claude/skills/).")] = None,
-) -> None:
-    """Copy the multi-agent-mux skills (status, monitor, spawn) into a project."""
+def cmd_skills_install(ns: argparse.Namespace) -> int:
     from pathlib import Path
 
     from mam.skills import DEFAULT_DEST, install_skills
 
-    target = Path(dest) if dest else _open().workspace.root / DEFAULT_DEST
+    target = Path(ns.dest) if ns.dest else _open(ns).workspace.root / DEFAULT_DEST
     for path in install_skills(target):
-        typer.echo(str(path))
+        print(path)
+    return 0
 
 
-@app.command()
-def demo() -> None:
-    """Show mam at work on a private tmux server: spawn, status, drift, reconcile --apply; then clean up."""
+def cmd_demo(ns: argparse.Namespace) -> int:
     from mam.demo import run_demo
 
-    raise typer.Exit(run_demo(typer.echo))
+    return run_demo(print)
 
 
-@app.command()
-def backends(json_: JsonFlag = False) -> None:
-    """Installed backends: where each comes from, its binary, its version, load errors."""
+def cmd_backends(ns: argparse.Namespace) -> int:
     from mam import render
     from mam.commands import backends_document
 
-    doc = backends_document(_open())
-    _emit(doc, json_, None if json_ else render.backends_text(doc))
+    doc = backends_document(_open(ns))
+    _emit(doc, ns.json, None if ns.json else render.backends_text(doc))
+    return 0
 
 
-@app.command()
-def env(json_: JsonFlag = False) -> None:
-    """The environment a server bootstrap would get: what is removed, and which rule removed it."""
+def cmd_env(ns: argparse.Namespace) -> int:
     from mam import render
     from mam.commands import env_document
 
-    doc = env_document(_open())
-    _emit(doc, json_, None if json_ else render.env_text(doc))
+    doc = env_document(_open(ns))
+    _emit(doc, ns.json, None if ns.json else render.env_text(doc))
+    return 0
 
 
-@app.command()
-def version() -> None:
-    """Print the version."""
-    typer.echo(f"mam {__version__}")
+def cmd_version(ns: argparse.Namespace) -> int:
+    print(f"mam {__version__}")
+    return 0
+
+
+# The parser.
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises a usage MamError (one line, exit 2) instead of printing its own usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        raise MamError("usage", message, hint=f"run '{self.prog} --help'")
+
+
+# Commands whose own arguments follow `--` and go to another program, untouched.
+TRAILING_ARGS = ("spawn", "exec")
+
+
+def build_parser() -> _Parser:
+    parser = _Parser(prog="mam", description=DESCRIPTION, epilog=EPILOG,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-b", "--backend", metavar="NAME",
+                        help="backend to use: herdr (default), tmux, zellij, or a plugin's; also $MAM_BACKEND, "
+                             "then `backend:` in .mam/config.yaml")
+    parser.add_argument("--workspace", metavar="DIR", help="project directory holding .mam/ (default: discovered)")
+    parser.add_argument("--version", action="version", version=f"mam {__version__}",
+                        help="print the version and exit")
+    commands = parser.add_subparsers(title="commands", metavar="COMMAND", parser_class=_Parser)
+
+    def command(name: str, run: Callable[[argparse.Namespace], int], summary: str, json_flag: bool = True,
+                sub: Any = commands) -> _Parser:
+        p: _Parser = sub.add_parser(name, help=summary, description=summary)
+        p.set_defaults(run=run)
+        if json_flag:
+            p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+        return p
+
+    p = command("status", cmd_status, "Every registry row with what its server says about it now. Never starts a "
+                                      "server.")
+    p.add_argument("--server", metavar="NAME", action="append",
+                   help="only this server of the selected backend (repeatable)")
+
+    p = command("reconcile", cmd_reconcile, "Compare the registry with the live servers and report drift; fix it "
+                                            "only with --apply.")
+    p.add_argument("--apply", action="store_true", help="write the fixes to the registry (the only writing form)")
+    p.add_argument("--adopt", action="store_true", help="register live named agents that have no row")
+    p.add_argument("--watch", metavar="SECONDS", type=float, help="repeat every SECONDS until interrupted")
+    p.add_argument("--once", action="store_true", help="one pass (the default)")
+    p.add_argument("--dry-run", action="store_true", help="write nothing (the default)")
+    p.add_argument("--emit-diff", action="store_true", help="print the report (the default)")
+
+    p = command("ls", cmd_ls, "The live agents of one server of the selected backend, straight from the backend.")
+    p.add_argument("--server", metavar="NAME", required=True, help="the server to list")
+
+    p = command("bootstrap", cmd_bootstrap, "Start a server of the selected backend if it is down, with a "
+                                            "scrubbed environment.")
+    p.add_argument("--server", metavar="NAME", required=True, help="the server to start")
+
+    p = command("spawn", cmd_spawn, "Start an agent in a new pane or session, registered at once; starts its "
+                                    "server if it is down.")
+    p.add_argument("name", help="the agent's name, unique on its server")
+    p.add_argument("args", nargs="*", default=[], help="arguments for the agent, after --")
+    p.add_argument("--agent", metavar="KIND", help="agent kind: claude, codex, gemini, opencode, ...")
+    p.add_argument("--server", metavar="NAME", help="server to start it on (default $MAM_SERVER, else mam)")
+    p.add_argument("--cwd", metavar="DIR", help="working directory")
+    p.add_argument("--command", metavar="CMD", help="run this command instead of the agent's own program")
+
+    p = command("stop", cmd_stop, "Close an agent's pane or session and mark it stopped (terminated when it was "
+                                  "already gone).")
+    p.add_argument("name", help="the agent to stop")
+    p.add_argument("--server", metavar="NAME", help="its server")
+
+    p = command("exec", cmd_exec, "Run the backend's own CLI against one server (herdr --session S ..., tmux -L "
+                                  "S ...), scrubbed. Starts the server first if it is down, unless "
+                                  "MAM_NO_AUTOSTART=1. Its output and exit code are the backend's own.",
+                json_flag=False)
+    p.add_argument("args", nargs="*", default=[], help="the backend's own command line, after --")
+    p.add_argument("--server", metavar="NAME", help="the server (default $MAM_SERVER)")
+
+    shim = command("shim", _help_of(commands, "shim"), "Shims that route herdr, tmux and zellij through `mam "
+                                                       "exec`.", json_flag=False)
+    shim_commands = shim.add_subparsers(title="commands", metavar="COMMAND", parser_class=_Parser)
+    p = command("install", cmd_shim_install, "Write `herdr`, `tmux` and `zellij` shims; put DIR first on PATH "
+                                             "and set MAM_SERVER to use them.", json_flag=False, sub=shim_commands)
+    p.add_argument("--dir", metavar="DIR", help="where to write them (default .mam/shim/)")
+
+    skills = command("skills", _help_of(commands, "skills"), "Agent skills that drive mam.", json_flag=False)
+    skills_commands = skills.add_subparsers(title="commands", metavar="COMMAND", parser_class=_Parser)
+    p = command("install", cmd_skills_install, "Copy the multi-agent-mux skills (status, monitor, spawn) into a "
+                                               "project.", json_flag=False, sub=skills_commands)
+    p.add_argument("--dest", metavar="DIR", help="where to put them (default .agents/skills/; e.g. "
+                                                 ".claude/skills/)")
+
+    command("demo", cmd_demo, "Show mam at work on a private tmux server: spawn, status, drift, reconcile "
+                              "--apply; then clean up.", json_flag=False)
+    command("backends", cmd_backends, "Installed backends: where each comes from, its binary, its version, load "
+                                      "errors.")
+    command("env", cmd_env, "The environment a server bootstrap would get: what is removed, and which rule "
+                            "removed it.")
+    command("version", cmd_version, "Print the version.", json_flag=False)
+    parser.set_defaults(run=lambda ns: _print_help(parser))
+    return parser
+
+
+def _help_of(commands: Any, name: str) -> Callable[[argparse.Namespace], int]:
+    """`mam shim` and `mam skills` alone show their own help, as `mam` alone does."""
+    return lambda ns: _print_help(commands.choices[name])
+
+
+def _print_help(parser: argparse.ArgumentParser) -> int:
+    parser.print_help()
+    return 0
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    """Parse argv. What follows the first `--` belongs to the program a command runs (spawn, exec)."""
+    trailing: list[str] = []
+    if "--" in argv:
+        at = argv.index("--")
+        argv, trailing = argv[:at], argv[at + 1:]
+    parser = build_parser()
+    ns, extras = parser.parse_known_args(_values_attached(argv, parser))
+    if extras:
+        first = extras[0]
+        raise MamError("usage", f"No such option: {first}" if first.startswith("-") else
+                       f"unexpected argument {first!r}", hint="run 'mam --help'")
+    if trailing:
+        if ns.run not in (cmd_spawn, cmd_exec):
+            raise MamError("usage", "only spawn and exec take arguments after --", hint="run 'mam --help'")
+        ns.args = [*ns.args, *trailing]
+    return ns
+
+
+def _value_options(parser: argparse.ArgumentParser) -> dict[str, str]:
+    """Every option that takes a value, in all commands, mapped to its long form."""
+    found: dict[str, str] = {}
+    for action in parser._actions:  # noqa: SLF001 - argparse has no public way to list them
+        if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
+            for sub in action.choices.values():
+                found.update(_value_options(sub))
+        elif action.option_strings and action.nargs is None:
+            for option in action.option_strings:
+                found[option] = action.option_strings[-1]
+    return found
+
+
+def _values_attached(argv: list[str], parser: argparse.ArgumentParser) -> list[str]:
+    """`--server -L` must reach name validation (exit 2, "invalid server name") rather than read as a missing
+    value: an option that takes a value takes the next word, whatever it looks like, as click does."""
+    options = _value_options(parser)
+    out: list[str] = []
+    words = iter(argv)
+    for word in words:
+        value = next(words, None) if word in options else None
+        out.append(word if value is None else f"{options[word]}={value}")
+    return out
 
 
 def _wants_json(argv: list[str]) -> bool:
@@ -305,18 +351,10 @@ def main(argv: list[str] | None = None) -> NoReturn:
     args = list(sys.argv[1:] if argv is None else argv)
     as_json = _wants_json(args)
     try:
-        code = app(args=args, prog_name="mam", standalone_mode=False)
+        ns = parse(args)
+        code = ns.run(ns)
     except MamError as exc:
         _fail(exc, as_json)
-    except _UsageError as exc:
-        ctx = getattr(exc, "ctx", None)
-        command = ctx.command_path if ctx is not None else "mam"
-        _fail(MamError("usage", exc.format_message(), hint=f"run '{command} --help'"), as_json)  # type: ignore[attr-defined]
-    except _ClickException as exc:
-        _fail(MamError("usage", exc.format_message()), as_json)  # type: ignore[attr-defined]
-    except typer.Abort:
-        sys.stderr.write("mam: interrupted\n")
-        sys.exit(130)
     except KeyboardInterrupt:
         sys.stderr.write("mam: interrupted\n")
         sys.exit(130)
@@ -327,7 +365,7 @@ def main(argv: list[str] | None = None) -> NoReturn:
             raise
         _fail(MamError("operation_failed", f"internal error: {type(exc).__name__}: {exc}",
                        hint="rerun with MAM_DEBUG=1 for a traceback, and report it"), as_json)
-    sys.exit(code if isinstance(code, int) else 0)
+    sys.exit(code)
 
 
-__all__ = ["EXIT_BAD_INPUT", "app", "main"]
+__all__ = ["EXIT_BAD_INPUT", "build_parser", "main"]
