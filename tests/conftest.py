@@ -144,7 +144,8 @@ def ws(tmp_path: Path) -> Iterator[Workspace]:
     env.update({"HOME": str(home), "XDG_CONFIG_HOME": str(config), "MAM_WORKSPACE": str(root),
                 "ZELLIJ_SOCKET_DIR": str(tmp_path / "zellij"), "TMUX_TMPDIR": str(config),
                 # the fakes run on this very interpreter, found before any wrapper (a pyenv shim costs 60 ms)
-                "PATH": os.pathsep.join([str(FAKES), str(Path(sys.executable).parent), env.get("PATH", "/usr/bin:/bin")]),
+                "PATH": os.pathsep.join([str(FAKES), str(Path(sys.executable).parent),
+                                         env.get("PATH", "/usr/bin:/bin")]),
                 "MAM_TIMEOUT": "5",
                 "NO_COLOR": "1"})
     herdr = FakeHerdr(config, env)
