@@ -1,6 +1,9 @@
-"""A registry of 10,000 rows over 100 servers, with a fast in-memory backend: load, validate, reconcile, and an
-`--apply` that changes 1,000 rows. Wall time (median of N) and peak memory (tracemalloc), plus the cost of one
-registry write as the file grows.
+"""A registry of 10,000 rows over 100 servers, with a fast in-memory backend: load and validate, reconcile, and a
+`reconcile --apply` that changes every tenth row (1,000 of 10,000); wall time (median of N), the Python heap's peak (tracemalloc) and
+the whole process's peak RSS (a fresh process per step). Then the cost of one registry write as the file grows.
+
+Each step runs on the file in two forms: as a person writes it (YAML, read by PyYAML) and as mam writes it
+(one JSON row per line, read without the YAML parser).
 
 Run: python3 bench/registry_scale.py [--rows 10000] [--servers 100] [--runs 5]
 """
@@ -8,21 +11,28 @@ Run: python3 bench/registry_scale.py [--rows 10000] [--servers 100] [--runs 5]
 from __future__ import annotations
 
 import argparse
+import json
 import os
-import statistics
+import subprocess
+import sys
 import tempfile
 import time
 import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mam import registry
+from common import median
+
+from mam import registry, registry_text
 from mam.app import App
 from mam.hookspecs import hookimpl
 from mam.model import Agent, BackendSpec, BootstrapResult, CallContext, Failure, ServerError
 from mam.reconcile import reconcile_document
 
 LIVE: dict[str, tuple[Agent, ...]] = {}
+FORMS = ("hand-written YAML", "as mam writes it")
+STEPS = ("load + validate", "reconcile (report)", "reconcile --apply (every tenth row changed)")
 
 
 class FastBackend:
@@ -47,31 +57,92 @@ class FastPlugin:
         return [BackendSpec("fast", "in-memory benchmark backend", None, FastBackend)]
 
 
-def write_registry(path: Path, rows: int, servers: int) -> None:
+def rows_of(count: int, servers: int) -> list[dict[str, Any]]:
+    return [{"name": f"agent-{i:05d}", "backend": "fast", "server": f"srv-{i % servers:03d}", "status": "running",
+             "agent": "claude", "pane": {"cwd": f"/repo/{i}", "id": f"w1:p{i}"}, "team": "blue"}
+            for i in range(count)]
+
+
+def write_registry(path: Path, count: int, servers: int, form: str) -> None:
+    if form == FORMS[1]:
+        path.write_text(registry_text.dump({"version": 1, "sessions": rows_of(count, servers)}))
+        return
     lines = ["version: 1", "sessions:"]
-    for i in range(rows):
+    for i in range(count):
         lines.append(f"  - {{name: agent-{i:05d}, backend: fast, server: srv-{i % servers:03d}, status: running, "
                      f"agent: claude, pane: {{cwd: /repo/{i}, id: 'w1:p{i}'}}, team: blue}}")
     path.write_text("\n".join(lines) + "\n")
 
 
-def median_ms(fn: Any, runs: int) -> tuple[float, float]:
-    """Median wall time of `runs` calls, then the peak memory of one more call under tracemalloc (which slows
-    allocation-heavy code several times, so it is never timed)."""
+def setup(rows: int, servers: int) -> tuple[Path, Callable[[], App]]:
+    """A workspace, and every server listing its rows except every tenth one: 1,000 drift A rows at 10,000."""
+    root = Path(tempfile.mkdtemp(prefix="mam-bench-reg-"))
+    (root / ".mam").mkdir()
+    env = {**os.environ, "MAM_LOAD_PLUGINS": ""}
+    for s in range(servers):
+        LIVE[f"srv-{s:03d}"] = tuple(Agent(f"agent-{i:05d}", "claude") for i in range(s, rows, servers) if i % 10)
+
+    def app() -> App:
+        a = App.open(str(root), "fast", env)
+        a.plugins._register(FastPlugin(), "bench-fast", "bench")  # noqa: SLF001 - an in-memory backend
+        return a
+
+    return root / ".mam" / "agent-sessions.yaml", app
+
+
+def step_function(step: str, path: Path, app: Callable[[], App], rows: int) -> Callable[[], None]:
+    if step == STEPS[0]:
+        return lambda: None if registry.load(path, "herdr") else None
+    if step == STEPS[1]:
+        return lambda: None if reconcile_document(app()) else None
+
+    def apply() -> None:
+        doc = reconcile_document(app(), apply=True)
+        assert sum(d["class"] == "A" for d in doc["drifts"]) == rows // 10 and doc["applied"]
+    return apply
+
+
+def time_step(step: str, form: str, rows: int, servers: int, runs: int) -> dict[str, float]:
+    """Median wall time of `runs` calls (the file rewritten before each, untimed), then the Python heap's peak
+    during one more call under tracemalloc (which slows allocation several times, so it is never timed)."""
+    path, app = setup(rows, servers)
+    fn = step_function(step, path, app, rows)
     times = []
     for _ in range(runs):
+        write_registry(path, rows, servers, form)
         started = time.perf_counter()
         fn()
         times.append((time.perf_counter() - started) * 1000)
+    write_registry(path, rows, servers, form)
     tracemalloc.start()
     fn()
-    peak = tracemalloc.get_traced_memory()[1] / 2**20
+    heap = tracemalloc.get_traced_memory()[1] / 2**20
     tracemalloc.stop()
-    return statistics.median(times), peak
+    return {"ms": median(times), "heap_mib": heap, "rss_mib": peak_rss(step, form, rows, servers)}
 
 
-def _adder(path: Path) -> Any:
-    """A function that adds one new row per call through a real registry write."""
+def peak_rss(step: str, form: str, rows: int, servers: int) -> float:
+    """The peak RSS of a fresh process that sets up and runs the step once (interpreter and imports included)."""
+    out = subprocess.run([sys.executable, __file__, "--child", str(STEPS.index(step)), str(FORMS.index(form)),
+                          "--rows", str(rows), "--servers", str(servers)], capture_output=True, text=True,
+                         check=True, timeout=600)
+    return float(json.loads(out.stdout)["rss_mib"])
+
+
+def child(step: str, form: str, rows: int, servers: int) -> None:
+    path, app = setup(rows, servers)
+    write_registry(path, rows, servers, form)
+    step_function(step, path, app, rows)()
+    # VmHWM, not getrusage: ru_maxrss survives exec, so it would report the parent benchmark's size
+    status = Path("/proc/self/status").read_text()
+    kib = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:"))
+    print(json.dumps({"rss_mib": kib / 1024}))
+
+
+def write_cost(rows: int, servers: int, runs: int) -> float:
+    """Median time of one registry write that adds one row, on a file of `rows` rows as mam writes it."""
+    path, _ = setup(0, servers)
+    write_registry(path, rows, servers, FORMS[1])
     count = [0]
 
     def change(doc: dict[str, Any], found: tuple[registry.Row, ...]) -> bool:
@@ -79,7 +150,37 @@ def _adder(path: Path) -> Any:
         doc["sessions"].append({"name": f"new-{count[0]}", "backend": "fast", "server": "srv-000"})
         return True
 
-    return lambda: registry.update(path, "herdr", change)
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        registry.update(path, "herdr", change)
+        times.append((time.perf_counter() - started) * 1000)
+    return median(times)
+
+
+def measure(rows: int = 10000, servers: int = 100, runs: int = 5) -> dict[str, Any]:
+    path, _ = setup(0, servers)
+    sizes = {}
+    for form in FORMS:
+        write_registry(path, rows, servers, form)
+        sizes[form] = path.stat().st_size
+    steps = {form: {step: time_step(step, form, rows, servers, runs) for step in STEPS} for form in FORMS}
+    writes = {n: write_cost(n, servers, runs) for n in sorted({10, 100, 1000, rows})}
+    return {"rows": rows, "servers": servers, "runs": runs, "bytes": sizes, "steps": steps, "writes": writes}
+
+
+def table(result: dict[str, Any]) -> str:
+    lines = [f"Registry of {result['rows']} rows over {result['servers']} servers "
+             f"({', '.join(f'{f}: {b / 2**20:.1f} MiB' for f, b in result['bytes'].items())}):", "",
+             f"| step | file | median of {result['runs']} | Python heap peak | process peak RSS |",
+             "|---|---|---|---|---|"]
+    for form, steps in result["steps"].items():
+        for step, m in steps.items():
+            lines.append(f"| {step} | {form} | {m['ms']:.0f} ms | {m['heap_mib']:.0f} MiB | {m['rss_mib']:.0f} MiB |")
+    lines += ["", "One registry write (add one row) as the file grows (as mam writes it):", "",
+              "| rows | median write |", "|---|---|"]
+    lines += [f"| {n} | {ms:.1f} ms |" for n, ms in result["writes"].items()]
+    return "\n".join(lines)
 
 
 def main() -> None:
@@ -87,74 +188,12 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=10000)
     parser.add_argument("--servers", type=int, default=100)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--child", type=int, nargs=2, metavar=("STEP", "FORM"), help=argparse.SUPPRESS)
     args = parser.parse_args()
-    root = Path(tempfile.mkdtemp(prefix="mam-bench-reg-"))
-    (root / ".mam").mkdir()
-    path = root / ".mam" / "agent-sessions.yaml"
-    env = {**os.environ, "MAM_LOAD_PLUGINS": ""}
-    # every server lists its rows, except every tenth row, which is gone: 1,000 drift A rows for --apply
-    for s in range(args.servers):
-        LIVE[f"srv-{s:03d}"] = tuple(Agent(f"agent-{i:05d}", "claude") for i in range(s, args.rows, args.servers)
-                                     if i % 10)
-
-    def app() -> App:
-        a = App.open(str(root), "fast", env)
-        a.plugins._register(FastPlugin(), "bench-fast", "bench")  # noqa: SLF001 - an in-memory backend
-        return a
-
-    write_registry(path, args.rows, args.servers)
-    size = path.stat().st_size
-    results = [
-        ("load + validate", median_ms(lambda: registry.load(path, "herdr"), args.runs)),
-        ("reconcile (report)", median_ms(lambda: reconcile_document(app()), args.runs)),
-    ]
-
-    # warm: after any mam write, the parse cache beside the file spares readers the YAML parse
-    registry.update(path, "herdr", lambda doc, rows: True)
-    results += [
-        ("load + validate, after a mam write (parse cache)",
-         median_ms(lambda: registry.load(path, "herdr"), args.runs)),
-        ("reconcile (report), after a mam write", median_ms(lambda: reconcile_document(app()), args.runs)),
-    ]
-
-    def warm_apply() -> None:
-        write_registry(path, args.rows, args.servers)
-        registry.update(path, "herdr", lambda doc, rows: True)  # as if mam had written it last
-        started = time.perf_counter()
-        doc = reconcile_document(app(), apply=True)
-        warm_apply_ms.append((time.perf_counter() - started) * 1000)
-        assert sum(d["class"] == "A" for d in doc["drifts"]) == args.rows // 10
-
-    warm_apply_ms: list[float] = []
-    for _ in range(args.runs):
-        warm_apply()
-    results.append(("reconcile --apply (1,000 rows changed), after a mam write",
-                    (statistics.median(warm_apply_ms), float("nan"))))
-
-    def apply_once() -> None:
-        write_registry(path, args.rows, args.servers)
-        doc = reconcile_document(app(), apply=True)
-        assert sum(d["class"] == "A" for d in doc["drifts"]) == args.rows // 10
-
-    results.append(("reconcile --apply (1,000 rows changed) of a hand-written file, incl. writing it",
-                    median_ms(apply_once, args.runs)))
-    print(f"Registry of {args.rows} rows over {args.servers} servers ({size / 2**20:.1f} MiB):\n")
-    print("| step | median wall time | peak traced memory |")
-    print("|---|---|---|")
-    for label, (ms, mib) in results:
-        print(f"| {label} | {ms:.0f} ms | {'-' if mib != mib else f'{mib:.0f} MiB'} |")
-    print("\nOne registry write (add one row) as the file grows:\n")
-    print("| rows | median write |")
-    print("|---|---|")
-    for rows in (10, 100, 1000, args.rows):
-        write_registry(path, rows, args.servers)
-        print(f"| {rows} | {median_ms(_adder(path), args.runs)[0]:.1f} ms |")
-    # the target of issue 5, as a pass/fail line
-    reconcile_ms = results[3][1][0]  # the warm reconcile: a registry mam keeps is one mam last wrote
-    peak = max(mib for _, (_, mib) in results if mib == mib)
-    verdict = "met" if reconcile_ms < 1500 and peak < 200 else "MISSED"
-    print(f"\nTarget: {args.rows}-row reconcile under 1.5 s and 200 MB: {verdict} "
-          f"({reconcile_ms:.0f} ms, {peak:.0f} MiB peak traced)")
+    if args.child:
+        child(STEPS[args.child[0]], FORMS[args.child[1]], args.rows, args.servers)
+        return
+    print(table(measure(args.rows, args.servers, args.runs)))
 
 
 if __name__ == "__main__":

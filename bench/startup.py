@@ -1,66 +1,73 @@
-"""Cold start-up of the mam command: median of N fresh processes per command, beside `python -c pass`.
+"""Cold start-up of the mam command: fresh processes of `mam --help`, `mam version` and `mam status --json` on
+an empty registry, beside `python -c pass` (the interpreter's own floor), timed in turns.
 
-Run: python3 bench/startup.py [--runs 10]. Prints a Markdown table and the modules the status path imports.
+Run: python3 bench/startup.py [--runs 20]. Prints a Markdown table and the modules the status path imports.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
+from typing import Any
+
+from common import clean_env, interleaved, median
+
+FLOOR = "python -c pass (interpreter floor)"
+HELP = "mam --help"
+STATUS = "mam status --json (empty registry)"
 
 
-def median_ms(argv: list[str], runs: int, env: dict[str, str], cwd: str) -> float:
-    """Median wall time, in ms, of `runs` fresh processes of argv."""
-    samples = []
-    for _ in range(runs):
-        started = time.perf_counter()
-        subprocess.run(argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True,
-                       timeout=120)
-        samples.append((time.perf_counter() - started) * 1000)
-    return statistics.median(samples)
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--runs", type=int, default=10)
-    args = parser.parse_args()
-    mam = shutil.which("mam")
-    if mam is None:
-        sys.exit("mam is not installed: pip install -e .")
-    workspace = tempfile.mkdtemp(prefix="mam-bench-")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MAM_", "CLAUDE", "WORKSPACE_ROOT"))}
-    env["MAM_WORKSPACE"] = workspace
-    cases = [
-        ("python -c pass (interpreter floor)", [sys.executable, "-c", "pass"]),
-        ("python -S -c pass (no site)", [sys.executable, "-S", "-c", "pass"]),
-        ("mam --help", [mam, "--help"]),
-        ("mam version", [mam, "version"]),
-        ("mam status --json (empty registry)", [mam, "status", "--json"]),
-    ]
-    for _, argv in cases:  # warm the page cache once
-        subprocess.run(argv, env=env, cwd=workspace, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                       timeout=60)
-    print(f"| command | median of {args.runs} cold runs |")
-    print("|---|---|")
-    for label, argv in cases:
-        print(f"| `{label}` | {median_ms(argv, args.runs, env, workspace):.0f} ms |")
+def status_modules(env: dict[str, str], cwd: str) -> list[str]:
+    """The top-level packages `mam status --json` imports beyond the interpreter's own start-up."""
     code = ("import sys, runpy\nsys.argv = ['mam', 'status', '--json']\n"
             "before = set(sys.modules)\n"
             "try:\n    runpy.run_module('mam', run_name='__main__')\nexcept SystemExit:\n    pass\n"
             "mods = sorted({m.split('.')[0] for m in set(sys.modules) - before})\n"
             "sys.stderr.write('MODULES ' + ' '.join(mods))\n")
-    proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=workspace, capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=cwd, capture_output=True, text=True,
                           timeout=60)
-    print()
-    print("Top-level packages the status path imports (beyond the interpreter's own start-up):")
-    print(proc.stderr.rsplit("MODULES ", 1)[-1])
-    shutil.rmtree(workspace, ignore_errors=True)
+    return proc.stderr.rsplit("MODULES ", 1)[-1].split()
+
+
+def measure(runs: int = 20) -> dict[str, Any]:
+    mam = shutil.which("mam")
+    if mam is None:
+        raise SystemExit("mam is not installed: pip install -e .")
+    workspace = tempfile.mkdtemp(prefix="mam-bench-")
+    env = clean_env(MAM_WORKSPACE=workspace)
+    cases = [
+        (FLOOR, [sys.executable, "-c", "pass"]),
+        ("python -S -c pass (no site)", [sys.executable, "-S", "-c", "pass"]),
+        (HELP, [mam, "--help"]),
+        ("mam version", [mam, "version"]),
+        (STATUS, [mam, "status", "--json"]),
+    ]
+    try:
+        samples = interleaved(cases, runs, env, workspace)
+        return {"runs": runs, "samples": samples, "modules": status_modules(env, workspace)}
+    finally:
+        shutil.rmtree(workspace, ignore_errors=True)
+
+
+def table(result: dict[str, Any]) -> str:
+    floor = median(result["samples"][FLOOR])
+    lines = [f"| command | median of {result['runs']} cold runs | above the interpreter floor |", "|---|---|---|"]
+    for label, samples in result["samples"].items():
+        ms = median(samples)
+        lines.append(f"| `{label}` | {ms:.0f} ms | {ms - floor:+.0f} ms |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=20)
+    result = measure(parser.parse_args().runs)
+    print(table(result))
+    print("\nTop-level packages the status path imports (beyond the interpreter's own start-up):")
+    print(" ".join(result["modules"]))
 
 
 if __name__ == "__main__":

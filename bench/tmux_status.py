@@ -1,7 +1,9 @@
-"""`mam --backend tmux status --json` over N real tmux servers, beside shell loops over the same servers.
+"""`mam --backend tmux status/reconcile --json` over N real tmux servers with 4 agents each, timed in turns
+with a shell loop that runs `tmux -N -L S list-sessions -F ...` for each server, and with the same loop run in
+parallel.
 
-Run: python3 bench/tmux_status.py [--servers 20] [--agents 4] [--runs 10]. Servers live on private sockets
-under a temporary TMUX_TMPDIR and are killed at the end.
+Run: python3 bench/tmux_status.py [--servers 1 10 50] [--agents 4] [--runs 10]. Servers live on private sockets
+under a temporary TMUX_TMPDIR and are killed at the end. The registry is written as mam writes it (spawn does).
 """
 
 from __future__ import annotations
@@ -11,59 +13,77 @@ import os
 import shutil
 import subprocess
 import tempfile
+from pathlib import Path
+from typing import Any
 
-from startup import median_ms  # bench/ is on sys.path when run as python3 bench/tmux_status.py
+from common import clean_env, interleaved, median
 
 FORMAT = "#{session_id}\x1f#{session_name}\x1f#{pane_current_path}"
+STATUS, RECONCILE = "mam status", "mam reconcile"
+SEQUENTIAL, PARALLEL = "shell loop, sequential", "shell loop, parallel"
+
+
+def write_registry(workspace: str, rows: list[dict[str, Any]]) -> None:
+    from mam import registry_text  # the form mam's own writes leave
+
+    os.makedirs(os.path.join(workspace, ".mam"), exist_ok=True)
+    Path(workspace, ".mam", "agent-sessions.yaml").write_text(registry_text.dump({"version": 1, "sessions": rows}))
+
+
+def measure_one(servers: int, agents: int, runs: int) -> dict[str, list[float]]:
+    mam = shutil.which("mam")
+    if mam is None or shutil.which("tmux") is None:
+        raise SystemExit("needs mam (pip install -e .) and tmux")
+    tmpdir = tempfile.mkdtemp(prefix="mb", dir="/tmp")  # short: socket paths are limited
+    workspace = tempfile.mkdtemp(prefix="mam-bench-ws-")
+    env = clean_env(TMUX_TMPDIR=tmpdir, MAM_WORKSPACE=workspace, MAM_TMUX_CONFIG="/dev/null")
+    names = [f"bench-{i:03d}" for i in range(servers)]
+    try:
+        rows = []
+        for server in names:
+            for a in range(agents):
+                subprocess.run(["tmux", "-L", server, "-f", "/dev/null", "new-session", "-d", "-s", f"agent-{a}",
+                                "sleep 3600"], env=env, check=True, timeout=30)
+                rows.append({"name": f"agent-{a}", "backend": "tmux", "server": server, "status": "running"})
+        write_registry(workspace, rows)
+        words = " ".join(names)
+        cases = [
+            (STATUS, [mam, "--backend", "tmux", "status", "--json"]),
+            (RECONCILE, [mam, "--backend", "tmux", "reconcile", "--json"]),
+            (SEQUENTIAL, ["bash", "-c", f'for s in {words}; do tmux -N -L "$s" list-sessions -F "{FORMAT}"; done']),
+            (PARALLEL, ["bash", "-c", f'for s in {words}; do tmux -N -L "$s" list-sessions -F "{FORMAT}" & done; '
+                                      "wait"]),
+        ]
+        return interleaved(cases, runs, env, workspace)
+    finally:
+        for server in names:
+            subprocess.run(["tmux", "-L", server, "kill-server"], env=env, capture_output=True, timeout=30)
+        shutil.rmtree(tmpdir, ignore_errors=True)
+        shutil.rmtree(workspace, ignore_errors=True)
+
+
+def measure(server_counts: list[int], agents: int = 4, runs: int = 10) -> dict[str, Any]:
+    return {"runs": runs, "agents": agents,
+            "by_servers": {n: measure_one(n, agents, runs) for n in server_counts}}
+
+
+def table(result: dict[str, Any]) -> str:
+    lines = [f"| servers | {STATUS} | {RECONCILE} | {SEQUENTIAL} | {PARALLEL} | status / sequential loop |",
+             "|---|---|---|---|---|---|"]
+    for n, samples in result["by_servers"].items():
+        m = {label: median(s) for label, s in samples.items()}
+        lines.append(f"| {n} | {m[STATUS]:.0f} ms | {m[RECONCILE]:.0f} ms | {m[SEQUENTIAL]:.0f} ms | "
+                     f"{m[PARALLEL]:.0f} ms | {m[STATUS] / m[SEQUENTIAL]:.2f}x |")
+    return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--servers", type=int, default=20)
+    parser.add_argument("--servers", type=int, nargs="+", default=[1, 10, 50])
     parser.add_argument("--agents", type=int, default=4)
     parser.add_argument("--runs", type=int, default=10)
     args = parser.parse_args()
-    mam = shutil.which("mam")
-    if mam is None or shutil.which("tmux") is None:
-        raise SystemExit("needs mam (pip install -e .) and tmux")
-    tmpdir = tempfile.mkdtemp(prefix="mb", dir="/tmp")
-    workspace = tempfile.mkdtemp(prefix="mam-bench-ws-")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MAM_", "TMUX", "CLAUDE", "WORKSPACE_ROOT"))}
-    env.update({"TMUX_TMPDIR": tmpdir, "MAM_WORKSPACE": workspace, "MAM_TMUX_CONFIG": "/dev/null"})
-    servers = [f"bench-{i:03d}" for i in range(args.servers)]
-    try:
-        rows = []
-        for server in servers:
-            for a in range(args.agents):
-                name = f"agent-{a}"
-                subprocess.run(["tmux", "-L", server, "-f", "/dev/null", "new-session", "-d", "-s", name,
-                                "sleep 3600"], env=env, check=True, timeout=30)
-                rows.append(f"  - {{name: {name}, backend: tmux, server: {server}, status: running}}\n")
-        os.makedirs(os.path.join(workspace, ".mam"), exist_ok=True)
-        with open(os.path.join(workspace, ".mam", "agent-sessions.yaml"), "w") as handle:
-            handle.write("version: 1\nsessions:\n" + "".join(rows))
-        words = " ".join(servers)
-        sequential = ["bash", "-c", f'for s in {words}; do tmux -N -L "$s" list-sessions -F "{FORMAT}"; done']
-        parallel = ["bash", "-c", f'for s in {words}; do tmux -N -L "$s" list-sessions -F "{FORMAT}" & done; wait']
-        cases = [
-            (f"mam --backend tmux status --json ({args.servers} servers)", [mam, "--backend", "tmux", "status",
-                                                                            "--json"]),
-            (f"mam --backend tmux reconcile --json ({args.servers} servers)", [mam, "--backend", "tmux",
-                                                                               "reconcile", "--json"]),
-            ("shell loop: tmux list-sessions per server, sequential", sequential),
-            ("shell loop: the same, all in parallel", parallel),
-        ]
-        results = {label: median_ms(argv, args.runs, env, workspace) for label, argv in cases}
-        base = results[cases[2][0]]
-        print(f"| command | median of {args.runs} | vs sequential loop |")
-        print("|---|---|---|")
-        for label, ms in results.items():
-            print(f"| {label} | {ms:.0f} ms | {ms / base:.2f}x |")
-    finally:
-        for server in servers:
-            subprocess.run(["tmux", "-L", server, "kill-server"], env=env, capture_output=True, timeout=30)
-        shutil.rmtree(tmpdir, ignore_errors=True)
-        shutil.rmtree(workspace, ignore_errors=True)
+    print(table(measure(args.servers, args.agents, args.runs)))
 
 
 if __name__ == "__main__":

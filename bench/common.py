@@ -1,0 +1,57 @@
+"""Helpers the benchmarks share: a clean environment, and timing commands side by side.
+
+Commands that are compared are timed interleaved (A, B, C, A, B, C, ...), so a machine that gets busier or
+quieter during a run shifts every case alike and the ratios between them stay honest.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import threading
+import time
+from collections.abc import Mapping, Sequence
+
+LEAKY = ("MAM_", "CLAUDE", "CODEX_", "TMUX", "HERDR_", "ZELLIJ", "WORKSPACE_ROOT")
+FAKES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "fakes")
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """This process's environment without anything that could point mam or a multiplexer elsewhere."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(LEAKY)}
+    env.update(extra)
+    return env
+
+
+def run_ms(argv: Sequence[str], env: Mapping[str, str], cwd: str, limit: float = 300) -> float:
+    """Wall time of one process, in ms. Not subprocess.run(timeout=...): with a timeout, Popen.wait polls with
+    sleeps that double up to 50 ms, so a 35 ms process reads as 64 ms. A blocking wait sees the exit at once; a
+    timer kills a process that outlives `limit`."""
+    started = time.perf_counter()
+    proc = subprocess.Popen(list(argv), env=dict(env), cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    watchdog = threading.Timer(limit, proc.kill)
+    watchdog.start()
+    code = proc.wait()
+    elapsed = (time.perf_counter() - started) * 1000
+    watchdog.cancel()
+    if code != 0:
+        raise subprocess.CalledProcessError(code, list(argv))
+    return elapsed
+
+
+def interleaved(cases: Sequence[tuple[str, Sequence[str]]], runs: int, env: Mapping[str, str],
+                cwd: str) -> dict[str, list[float]]:
+    """`runs` wall times, in ms, of each case's fresh process, taken in turns; one untimed warm-up each."""
+    for _, argv in cases:
+        run_ms(argv, env, cwd)
+    samples: dict[str, list[float]] = {label: [] for label, _ in cases}
+    for _ in range(runs):
+        for label, argv in cases:
+            samples[label].append(run_ms(argv, env, cwd))
+    return samples
+
+
+def median(samples: Sequence[float]) -> float:
+    return statistics.median(samples)
