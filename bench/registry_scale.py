@@ -1,6 +1,7 @@
 """A registry of 10,000 rows over 100 servers, with a fast in-memory backend: load and validate, reconcile, and a
-`reconcile --apply` that changes every tenth row (1,000 of 10,000); wall time (median of N), the Python heap's peak (tracemalloc) and
-the whole process's peak RSS (a fresh process per step). Then the cost of one registry write as the file grows.
+`reconcile --apply` that changes every tenth row (1,000 of 10,000); wall time (median of N), the Python heap's
+peak (tracemalloc) and the whole process's peak RSS (a fresh process per step). Then the cost of one registry
+write as the file grows.
 
 Each step runs on the file in two forms: as a person writes it (YAML, read by PyYAML) and as mam writes it
 (one JSON row per line, read without the YAML parser).
