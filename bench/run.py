@@ -93,8 +93,8 @@ def chart(results: dict[str, Any], path: Path) -> str:
     ax = axes[1][1]
     writes = results["registry"]["writes"]
     ax.loglog(list(writes), list(writes.values()), marker="o", label="one write (add a row)")
-    for form, steps in results["registry"]["steps"].items():
-        ax.scatter([results["registry"]["rows"]], [steps[registry_scale.STEPS[1]]["ms"]],
+    for (form, steps), colour in zip(results["registry"]["steps"].items(), ("#dd8452", "#55a868"), strict=False):
+        ax.scatter([results["registry"]["rows"]], [steps[registry_scale.STEPS[1]]["ms"]], color=colour,
                    label=f"reconcile, {form}", zorder=3)
     ax.axhline(1500, color="#c44e52", linestyle="--", label="target: reconcile 1.5 s")
     ax.set_xlabel("registry rows")
