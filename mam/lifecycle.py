@@ -15,7 +15,7 @@ from mam.app import App
 from mam.commands import require_binary, start_server
 from mam.defaults import optional_operation
 from mam.errors import MamError
-from mam.model import Agent, CallContext, ServerOutcome, ServerState, SpawnRequest
+from mam.model import Agent, CallContext, Failure, ServerOutcome, ServerState, SpawnRequest
 from mam.names import check_name
 from mam.query import query_server
 from mam.registry import Row, RowKey
@@ -72,6 +72,19 @@ def _set_row(key: RowKey, fields: dict[str, Any], create: bool) -> registry.Chan
     return change
 
 
+UNSETTLED = "it stays registered as starting; `mam reconcile --apply` settles it from what its server lists"
+
+
+def may_have_started(failure: Failure | None) -> bool:
+    """A spawn call that timed out, was killed, or answered something unreadable may still have started the
+    agent; one the backend refused (an error it printed, a missing binary) did not."""
+    if failure is None:
+        return False
+    result = failure.result
+    return (result.timed_out or (result.returncode is not None and result.returncode < 0)
+            or failure.parse_error is not None)
+
+
 def _update(app: App, key: RowKey, fields: dict[str, Any], create: bool = False) -> registry.Registry:
     return registry.update(app.workspace.registry_path, app.row_default_backend, _set_row(key, fields, create))
 
@@ -120,10 +133,17 @@ def spawn_document(app: App, name: str, *, agent: str | None, server: str | None
         detail = result.message
         if result.failure is not None:
             detail += ": " + app.plugins.classify(backend, result.failure).message
+        if may_have_started(result.failure):  # never record as gone what may be running
+            raise MamError("operation_failed", f"{app.backend_name} gave no clear answer to starting {name}: {detail}",
+                           hint=UNSETTLED)
         _update(app, key, {"status": "terminated", "terminated_at": registry.timestamp(), "terminated_reason": detail})
         raise MamError("operation_failed", f"{app.backend_name} did not start {name}: {detail}")
     listed, outcome = _wait_listed(app, server, name, ctx)
     if listed is None:
+        if outcome.state is ServerState.UNKNOWN:
+            reason = outcome.error.message if outcome.error else "no answer"
+            raise MamError("operation_failed", f"{name} was started, but {app.backend_name} server {server} could "
+                           f"not be asked whether it runs: {reason}", hint=UNSETTLED)
         _update(app, key, {"status": "terminated", "terminated_at": registry.timestamp(),
                            "terminated_reason": "started, but its server never listed it"})
         raise MamError("operation_failed", f"{name} was started but {app.backend_name} server {server} does not "

@@ -266,3 +266,51 @@ def test_a_server_killed_during_a_listing(rig: Rig, after: float) -> None:
     assert [s["state"] for s in doc["servers"]] == ["down", "down"], doc["servers"]
     assert rig.ws.registry.read_bytes() == before
     rig.assert_no_server_start()
+
+
+SPAWN_CALL = {"herdr": ["agent", "start"], "tmux": ["new-session"], "zellij": ["run"]}
+
+
+def _row(rig: Rig, name: str) -> dict[str, Any] | None:
+    import yaml
+
+    rows = yaml.safe_load(rig.ws.registry.read_text())["sessions"]
+    return next((r for r in rows if r["name"] == name), None)
+
+
+@pytest.mark.parametrize("mode", ["hang", "crash"])
+def test_a_spawn_with_no_clear_answer_stays_starting_until_reconcile_settles_it(rig: Rig, mode: str) -> None:
+    env = rig.break_binary(mode, only=SPAWN_CALL[rig.backend])
+    env["PATH"] = f"{rig.bin_dir}:{rig.ws.env['PATH']}"  # the fakes and tools beside the broken call
+    proc = rig.ws.mam("spawn", "newbie", "--agent", "claude", "--server", rig.servers[0], "--json", env=env)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "no clear answer" in proc.stderr and "hint: it stays registered as starting" in proc.stderr
+    assert _row(rig, "newbie")["status"] == "starting"  # type: ignore[index]  # never recorded as gone
+    # What the server lists settles it: the broken call never reached it, so the agent is absent.
+    doc = rig.ws.mam_json("reconcile", "--apply", env={**rig.ws.env, "MAM_BACKEND": rig.backend})
+    assert [(d["name"], d["class"]) for d in doc["drifts"]] == [("newbie", "A")]
+    assert _row(rig, "newbie")["status"] == "terminated"  # type: ignore[index]
+
+
+def test_a_spawn_the_backend_refuses_is_recorded_terminated_with_its_reason(rig: Rig) -> None:
+    env = rig.break_binary("fail", only=SPAWN_CALL[rig.backend], stderr="refused: no room for panes\n", exit=1)
+    env["PATH"] = f"{rig.bin_dir}:{rig.ws.env['PATH']}"
+    proc = rig.ws.mam("spawn", "newbie", "--agent", "claude", "--server", rig.servers[0], env=env)
+    assert proc.returncode == 1 and proc.stderr.startswith("mam: ") and "Traceback" not in proc.stderr
+    row = _row(rig, "newbie")
+    assert row is not None and row["status"] == "terminated"
+    assert "refused: no room for panes" in row["terminated_reason"]
+
+
+def test_a_spawn_answered_with_garbage_is_never_recorded_as_running(rig: Rig) -> None:
+    env = rig.break_binary("garbage", only=SPAWN_CALL[rig.backend])
+    env["PATH"] = f"{rig.bin_dir}:{rig.ws.env['PATH']}"
+    proc = rig.ws.mam("spawn", "newbie", "--agent", "claude", "--server", rig.servers[0], env=env)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    row = _row(rig, "newbie")
+    assert row is not None
+    if rig.backend == "herdr":  # it reads agent start's JSON: unreadable is unknown until reconcile asks
+        assert row["status"] == "starting" and "no clear answer" in proc.stderr
+    else:  # tmux and zellij take exit 0 as started; then the server's own listing says it is not there
+        assert row["status"] == "terminated"
+        assert row["terminated_reason"] == "started, but its server never listed it"
