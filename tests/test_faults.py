@@ -46,7 +46,8 @@ class Rig:
         # Only the stand-in and python (which runs it) on PATH: once it is gone, no other copy is found.
         python_dir = Path(sys.executable).parent
         return {**self.ws.env, "PATH": f"{self.bin_dir}:{python_dir}", "FAULTY_PLAN": str(plan_path),
-                "MAM_BACKEND": self.backend, "MAM_TIMEOUT": "2"}
+                "MAM_BACKEND": self.backend, "MAM_TIMEOUT": "1" if mode == "hang" else "3",
+                "MAM_BOOTSTRAP_TIMEOUT": "2"}
 
     def calls(self) -> list[list[str]]:
         return [json.loads(line) for line in self.log.read_text().splitlines()] if self.log.exists() else []
