@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import herdr_status
+import profile_status
 import registry_scale
 import startup
 import tmux_status
@@ -135,6 +136,10 @@ def markdown(results: dict[str, Any], chart_line: str) -> str:
         "",
         tmux_status.table(results["tmux"]),
         "",
+        "Where the time goes (`bench/profile_status.py`: each phase timed inside a fresh process):",
+        "",
+        profile_status.table(results["profile"]),
+        "",
         f"## herdr: N fake servers, every call {results['herdr']['delay_ms']:.0f} ms (`bench/herdr_status.py`, "
         f"{results['herdr']['runs']} runs)",
         "",
@@ -164,6 +169,8 @@ def main() -> None:
     results["startup"] = startup.measure(runs or 20)
     print("tmux ...", file=sys.stderr)
     results["tmux"] = tmux_status.measure(counts, 4, runs or 10)
+    print("profile ...", file=sys.stderr)
+    results["profile"] = profile_status.measure(max(counts), runs or 7)
     print("herdr ...", file=sys.stderr)
     results["herdr"] = herdr_status.measure(counts, 4, 0.05, runs or 7)
     print("registry ...", file=sys.stderr)

@@ -13,6 +13,8 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +32,11 @@ def write_registry(workspace: str, rows: list[dict[str, Any]]) -> None:
     Path(workspace, ".mam", "agent-sessions.yaml").write_text(registry_text.dump({"version": 1, "sessions": rows}))
 
 
-def measure_one(servers: int, agents: int, runs: int) -> dict[str, list[float]]:
-    mam = shutil.which("mam")
-    if mam is None or shutil.which("tmux") is None:
+@contextmanager
+def tmux_servers(servers: int, agents: int) -> Iterator[tuple[dict[str, str], str]]:
+    """N real tmux servers on private sockets with `agents` sessions each, and a workspace whose registry (as
+    mam writes it) lists them all; the environment to run mam in, and the workspace. Killed on exit."""
+    if shutil.which("mam") is None or shutil.which("tmux") is None:
         raise SystemExit("needs mam (pip install -e .) and tmux")
     tmpdir = tempfile.mkdtemp(prefix="mb", dir="/tmp")  # short: socket paths are limited
     workspace = tempfile.mkdtemp(prefix="mam-bench-ws-")
@@ -46,20 +50,26 @@ def measure_one(servers: int, agents: int, runs: int) -> dict[str, list[float]]:
                                 "sleep 3600"], env=env, check=True, timeout=30)
                 rows.append({"name": f"agent-{a}", "backend": "tmux", "server": server, "status": "running"})
         write_registry(workspace, rows)
-        words = " ".join(names)
-        cases = [
-            (STATUS, [mam, "--backend", "tmux", "status", "--json"]),
-            (RECONCILE, [mam, "--backend", "tmux", "reconcile", "--json"]),
-            (SEQUENTIAL, ["bash", "-c", f'for s in {words}; do tmux -N -L "$s" list-sessions -F "{FORMAT}"; done']),
-            (PARALLEL, ["bash", "-c", f'for s in {words}; do tmux -N -L "$s" list-sessions -F "{FORMAT}" & done; '
-                                      "wait"]),
-        ]
-        return interleaved(cases, runs, env, workspace)
+        yield env, workspace
     finally:
         for server in names:
             subprocess.run(["tmux", "-L", server, "kill-server"], env=env, capture_output=True, timeout=30)
         shutil.rmtree(tmpdir, ignore_errors=True)
         shutil.rmtree(workspace, ignore_errors=True)
+
+
+def measure_one(servers: int, agents: int, runs: int) -> dict[str, list[float]]:
+    mam = shutil.which("mam") or "mam"
+    names = " ".join(f"bench-{i:03d}" for i in range(servers))
+    with tmux_servers(servers, agents) as (env, workspace):
+        cases = [
+            (STATUS, [mam, "--backend", "tmux", "status", "--json"]),
+            (RECONCILE, [mam, "--backend", "tmux", "reconcile", "--json"]),
+            (SEQUENTIAL, ["bash", "-c", f'for s in {names}; do tmux -N -L "$s" list-sessions -F "{FORMAT}"; done']),
+            (PARALLEL, ["bash", "-c", f'for s in {names}; do tmux -N -L "$s" list-sessions -F "{FORMAT}" & done; '
+                                      "wait"]),
+        ]
+        return interleaved(cases, runs, env, workspace)
 
 
 def measure(server_counts: list[int], agents: int = 4, runs: int = 10) -> dict[str, Any]:
