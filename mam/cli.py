@@ -175,7 +175,7 @@ def cmd_env(ns: argparse.Namespace) -> int:
 
 
 def cmd_version(ns: argparse.Namespace) -> int:
-    print(f"mam {__version__}")
+    _emit({"schema": 1, "version": __version__}, ns.json, f"mam {__version__}")
     return 0
 
 
@@ -273,7 +273,7 @@ def build_parser() -> _Parser:
                                       "errors.")
     command("env", cmd_env, "The environment a server bootstrap would get: what is removed, and which rule "
                             "removed it.")
-    command("version", cmd_version, "Print the version.", json_flag=False)
+    command("version", cmd_version, "Print the version.")
     parser.set_defaults(run=lambda ns: _print_help(parser))
     return parser
 

@@ -105,6 +105,7 @@ def test_version_and_help(ws: Workspace) -> None:
 
     assert ws.mam("version").stdout.strip() == f"mam {__version__}"
     assert ws.mam("--version").stdout.strip() == f"mam {__version__}"
+    assert ws.mam_json("version") == {"schema": 1, "version": __version__}
     help_text = ws.mam("--help").stdout
     for command in ("status", "reconcile", "ls", "bootstrap", "backends", "env", "version"):
         assert command in help_text
