@@ -188,10 +188,6 @@ class _Parser(argparse.ArgumentParser):
         raise MamError("usage", message, hint=f"run '{self.prog} --help'")
 
 
-# Commands whose own arguments follow `--` and go to another program, untouched.
-TRAILING_ARGS = ("spawn", "exec")
-
-
 def build_parser() -> _Parser:
     parser = _Parser(prog="mam", description=DESCRIPTION, epilog=EPILOG,
                      formatter_class=argparse.RawDescriptionHelpFormatter)
