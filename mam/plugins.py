@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
@@ -30,6 +30,9 @@ from mam.model import (
     SpawnResult,
     StopResult,
 )
+
+if TYPE_CHECKING:
+    from mam.entrypoints import EntryPoint
 
 ENTRY_POINT_GROUP = "mam.backends"
 BUILTIN_PLUGINS = ("mam_herdr.plugin",)  # herdr ships with mam and is the default backend
@@ -66,7 +69,7 @@ class Plugins:
         self.problems: list[LoadProblem] = []
         self._specs: dict[str, BackendSpec] = {}
         self._backends: dict[str, Backend] = {}
-        self._entry_point_cache: dict[str, Any] | None = None
+        self._entry_point_cache: dict[str, EntryPoint] | None = None
         self._loaded: set[str] = set()
         self._register(CoreDefaults(), "mam.defaults", "mam (built in)")
         for module_name in BUILTIN_PLUGINS:
@@ -100,14 +103,14 @@ class Plugins:
             raise TypeError("mam_backends() must return a list of BackendSpec")
         return list(specs)
 
-    def _entry_points(self) -> dict[str, Any]:
+    def _entry_points(self) -> dict[str, EntryPoint]:
         """The `mam.backends` entry points allowed by MAM_LOAD_PLUGINS / MAM_DISABLE_PLUGINS, read by name
         without importing any of them."""
         if self._entry_point_cache is None:
-            from importlib.metadata import entry_points  # about 45 ms: only for commands that need it
+            from mam.entrypoints import entry_points  # only for commands that need them
 
-            self._entry_point_cache = {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)
-                                  if _selected(ep.name, self.env)}
+            self._entry_point_cache = {ep.name: ep for ep in entry_points(ENTRY_POINT_GROUP)
+                                       if _selected(ep.name, self.env)}
         return self._entry_point_cache
 
     def _load_entry_point(self, name: str) -> None:
@@ -117,8 +120,7 @@ class Plugins:
         ep = self._entry_points().get(name)
         if ep is None:
             return
-        dist = ep.dist
-        provider = f"{dist.metadata['Name']} {dist.version}" if dist is not None else ep.value
+        provider = ep.provider
         try:
             plugin = ep.load()
         except Exception as exc:  # noqa: BLE001 - reported by `mam backends`, fatal only when selected

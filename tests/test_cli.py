@@ -157,6 +157,11 @@ def test_help_loads_no_plugins_and_no_yaml(ws: Workspace) -> None:
     assert not {"yaml", "pluggy", "mam_herdr", "mam.registry", "importlib.metadata"} & modules
 
 
+def test_an_entry_point_backend_is_found_without_importlib_metadata(ws: Workspace) -> None:
+    modules = _modules_after(["--backend", "tmux", "status", "--json"], ws.env, ws.root)
+    assert "mam_tmux.backend" in modules and "importlib.metadata" not in modules  # it costs 15 ms to import
+
+
 def test_status_on_empty_registry_loads_no_backend_module(ws: Workspace) -> None:
     modules = _modules_after(["status", "--json"], ws.env, ws.root)
     assert "mam_herdr.backend" not in modules
