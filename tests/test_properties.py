@@ -149,3 +149,32 @@ def test_what_mam_writes_reads_back_the_same_through_yaml_and_the_fast_path(docu
     assert yamlio.load(text) == (document or None)  # the file is YAML, and says exactly the document
     fast = registry_text.fast_load(text)
     assert fast is None or fast == document  # the fast path never reads anything else
+
+
+@settings(max_examples=400, deadline=None)
+@given(rows=st.lists(st.dictionaries(st.sampled_from(["name", "server", "status", "note", "n"]),
+                                     st.text(max_size=6) | st.integers() | st.booleans(), max_size=4),
+                     min_size=1, max_size=3),
+       edits=st.lists(st.tuples(st.integers(min_value=0), st.sampled_from(["insert", "delete", "replace"]),
+                                st.sampled_from(list(' "\\:,{}[]#-\n\t\'0eE.xu') + ["\\u0041", "1e5", "\u2028"])),
+                      min_size=1, max_size=3))
+def test_a_hand_edit_of_a_mam_written_file_is_never_read_differently_by_the_fast_path(
+        rows: list[dict[str, Any]], edits: list[tuple[int, str, str]]) -> None:
+    from mam import registry_text, yamlio
+
+    text = registry_text.dump({"version": 1, "sessions": rows})
+    for position, kind, piece in edits:
+        at = position % (len(text) + 1)
+        if kind == "insert":
+            text = text[:at] + piece + text[at:]
+        elif kind == "delete":
+            text = text[:at] + text[at + 1:]
+        else:
+            text = text[:at] + piece + text[at + 1:]
+    fast = registry_text.fast_load(text)
+    try:
+        expected = yamlio.load(text)
+    except yamlio.YAMLError:
+        assert fast is None  # YAML refuses it: so must the fast path, so the error can name the line
+        return
+    assert fast is None or fast == expected
