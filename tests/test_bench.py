@@ -1,0 +1,35 @@
+"""The benchmarks still run: a smoke run of bench/run.py (few runs, few servers, few rows) into a temporary
+folder. It checks that every part measures and reports, never how fast anything is."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import clean_environ
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
+def test_the_benchmarks_run_and_mark_every_target(tmp_path: Path) -> None:
+    env = clean_environ()
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "/usr/bin:/bin")])
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "run.py"), "--quick", "--out", str(tmp_path)],
+                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                          stdin=subprocess.DEVNULL)
+    assert proc.returncode in (0, 1), proc.stderr  # 1: a target missed, which a smoke run may well do
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert set(results) >= {"startup", "tmux", "profile", "herdr", "registry"}
+    report = (tmp_path / "RESULTS.md").read_text()
+    targets = [line for line in report.splitlines() if line.endswith(("| met |", "| **missed** |"))]
+    assert len(targets) == 5, report
+    assert (proc.returncode == 1) == any(line.endswith("| **missed** |") for line in targets)
+    for section in ("## Start-up", "## tmux", "## herdr", "## Registry at scale", "Where the time goes"):
+        assert section in report
