@@ -21,6 +21,8 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_the_benchmarks_run_and_mark_every_target(tmp_path: Path) -> None:
     env = clean_environ()
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "/usr/bin:/bin")])
+    env["HOME"] = str(tmp_path / "home")  # the bench's tmux servers have private sockets; HOME is pinned too
+    (tmp_path / "home").mkdir()
     proc = subprocess.run([sys.executable, str(ROOT / "bench" / "run.py"), "--quick", "--out", str(tmp_path)],
                           env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600,
                           stdin=subprocess.DEVNULL)
