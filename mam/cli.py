@@ -294,8 +294,14 @@ def parse(argv: list[str]) -> argparse.Namespace:
     ns, extras = parser.parse_known_args(_values_attached(argv, parser))
     if extras:
         first = extras[0]
+        words: list[str] = ["mam"]
+        level: argparse.ArgumentParser = parser
+        for word in argv:  # the (sub)command the error belongs to, for the hint
+            if word in _commands(level):
+                words.append(word)
+                level = _commands(level)[word]
         raise MamError("usage", f"No such option: {first}" if first.startswith("-") else
-                       f"unexpected argument {first!r}", hint="run 'mam --help'")
+                       f"unexpected argument {first!r}", hint=f"run '{' '.join(words)} --help'")
     if trailing:
         if ns.run not in (cmd_spawn, cmd_exec):
             raise MamError("usage", "only spawn and exec take arguments after --", hint="run 'mam --help'")
@@ -303,14 +309,20 @@ def parse(argv: list[str]) -> argparse.Namespace:
     return ns
 
 
+def _commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:  # noqa: SLF001 - argparse has no public way to list them
+        if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
+            return dict(action.choices)
+    return {}
+
+
 def _value_options(parser: argparse.ArgumentParser) -> dict[str, str]:
     """Every option that takes a value, in all commands, mapped to its long form."""
     found: dict[str, str] = {}
-    for action in parser._actions:  # noqa: SLF001 - argparse has no public way to list them
-        if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
-            for sub in action.choices.values():
-                found.update(_value_options(sub))
-        elif action.option_strings and action.nargs is None:
+    for sub in _commands(parser).values():
+        found.update(_value_options(sub))
+    for action in parser._actions:  # noqa: SLF001
+        if action.option_strings and action.nargs is None:
             for option in action.option_strings:
                 found[option] = action.option_strings[-1]
     return found
