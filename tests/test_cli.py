@@ -32,6 +32,14 @@ def test_bad_backend_name_is_refused(ws: Workspace) -> None:
     assert proc.returncode == 2 and proc.stderr.startswith("mam: invalid backend name")
 
 
+def test_backend_short_and_attached_forms(ws: Workspace) -> None:
+    assert ws.mam_json("-b", "tmux", "status")["backend"] == "tmux"
+    assert ws.mam_json("--backend=tmux", "status")["backend"] == "tmux"
+    proc = ws.mam("-b", "-L", "status", "--json")  # a value that looks like an option is still a value
+    assert proc.returncode == 2 and proc.stderr.startswith("mam: invalid backend name '-L'"), proc.stderr
+    assert json.loads(proc.stdout)["error"]["code"] == "invalid_name"
+
+
 def test_unknown_backend_exits_3_with_choices(ws: Workspace) -> None:
     proc = ws.mam("--backend", "nosuch", "status", "--json")
     assert proc.returncode == 3
