@@ -12,6 +12,8 @@ import subprocess
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
 
 LEAKY = ("MAM_", "CLAUDE", "CODEX_", "TMUX", "HERDR_", "ZELLIJ", "WORKSPACE_ROOT")
 FAKES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "fakes")
@@ -55,3 +57,11 @@ def interleaved(cases: Sequence[tuple[str, Sequence[str]]], runs: int, env: Mapp
 
 def median(samples: Sequence[float]) -> float:
     return statistics.median(samples)
+
+
+def write_registry(workspace: str, rows: list[dict[str, Any]]) -> None:
+    """The workspace's registry holding `rows`, written as mam writes it (spawn does)."""
+    from mam import registry_text  # the form mam's own writes leave
+
+    os.makedirs(os.path.join(workspace, ".mam"), exist_ok=True)
+    Path(workspace, ".mam", "agent-sessions.yaml").write_text(registry_text.dump({"version": 1, "sessions": rows}))

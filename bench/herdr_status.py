@@ -22,8 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import FAKES, clean_env, interleaved, median
-from tmux_status import write_registry
+from common import FAKES, clean_env, interleaved, median, write_registry
 
 STATUS, SEQUENTIAL, PARALLEL = "mam status", "shell loop, sequential", "shell loop, parallel"
 

@@ -9,27 +9,18 @@ under a temporary TMUX_TMPDIR and are killed at the end. The registry is written
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
-from common import clean_env, interleaved, median
+from common import clean_env, interleaved, median, write_registry
 
 FORMAT = "#{session_id}\x1f#{session_name}\x1f#{pane_current_path}"
 STATUS, RECONCILE = "mam status", "mam reconcile"
 SEQUENTIAL, PARALLEL = "shell loop, sequential", "shell loop, parallel"
-
-
-def write_registry(workspace: str, rows: list[dict[str, Any]]) -> None:
-    from mam import registry_text  # the form mam's own writes leave
-
-    os.makedirs(os.path.join(workspace, ".mam"), exist_ok=True)
-    Path(workspace, ".mam", "agent-sessions.yaml").write_text(registry_text.dump({"version": 1, "sessions": rows}))
 
 
 @contextmanager
