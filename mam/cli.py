@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from mam import __version__
-from mam.errors import EXIT_BAD_INPUT, MamError
+from mam.errors import MamError
 
 if TYPE_CHECKING:
     from mam.app import App
@@ -376,4 +376,4 @@ def main(argv: list[str] | None = None) -> NoReturn:
     sys.exit(code)
 
 
-__all__ = ["EXIT_BAD_INPUT", "build_parser", "main"]
+__all__ = ["build_parser", "main"]
