@@ -32,7 +32,7 @@ def fallback_classification(failure: Failure) -> ServerError:
     """What a failure means when no backend recognised it: never `server_down`."""
     result = failure.result
     program = result.argv[0] if result.argv else failure.backend
-    if failure.parse_error is not None:
+    if failure.parse_error is not None and result.returncode == 0:  # a failed exit is an error, not bad output
         return ServerError(ErrorKind.BAD_OUTPUT, f"{program} printed output mam cannot read: {failure.parse_error}")
     detail = _first_line(result.stderr)
     if result.returncode is None:

@@ -106,8 +106,6 @@ class ZellijBackend:
         try:
             return parse_sessions(result.stdout, result.stderr), result
         except ValueError as exc:
-            if result.returncode != 0:  # an error zellij reported (or a silent failure), not output to read
-                return Failure(self.name, server, result)
             return Failure(self.name, server, result, parse_error=str(exc))
 
     def list_agents(self, server: str, ctx: CallContext) -> tuple[Agent, ...] | Failure:
