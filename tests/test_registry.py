@@ -318,7 +318,17 @@ def test_a_hand_edited_duplicate_in_mam_form_is_refused_with_its_line(tmp_path: 
     assert info.value.message.startswith(f"{path}:4:")
 
 
-def test_queries_never_write_the_cache(ws: Workspace) -> None:
+def test_an_invalid_file_in_mam_form_is_never_rewritten_either(ws: Workspace) -> None:
+    ws.write_registry('version: 1\nsessions:\n- {"name": "a", "server": "s1", "status": "running"}\n'
+                      '- {"name": "a", "server": "s1", "status": "running"}\n')
+    before = ws.registry.read_bytes()
+    for args in (["status"], ["reconcile", "--apply"]):
+        proc = ws.mam(*args, "--json")
+        assert proc.returncode == 2 and proc.stderr.startswith(f"mam: {ws.registry}:4: duplicate name"), proc.stderr
+    assert ws.registry.read_bytes() == before
+
+
+def test_queries_write_nothing_beside_the_registry(ws: Workspace) -> None:
     ws.write_registry("sessions:\n  - {name: a, server: s1, status: running}\n")
     for args in (["status"], ["reconcile"]):
         assert ws.mam(*args).returncode == 0
