@@ -32,7 +32,9 @@ class App:
         env = dict(os.environ if env is None else env)
         if backend is not None:
             check_name(backend, "backend name")
-        return cls(open_workspace(workspace, env), env, backend)
+        app = cls(open_workspace(workspace, env), env, backend)
+        app.timeout, app.bootstrap_wait  # noqa: B018 - a bad $MAM_TIMEOUT is refused by every command, at once
+        return app
 
     @property
     def explicit_backend(self) -> str | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -22,6 +23,7 @@ from mam.errors import MamError
 if TYPE_CHECKING:
     from mam.app import App
 
+MIN_WATCH = 0.1  # seconds between two reconcile passes: less is a busy loop
 DESCRIPTION = "mam, the multi-agent mux: track the coding agents running in terminal multiplexer panes."
 EPILOG = """\
 exit codes: 0 done (drift and unknown servers are findings), 1 an operation failed, 2 bad input,
@@ -60,10 +62,12 @@ def cmd_reconcile(ns: argparse.Namespace) -> int:
 
     if ns.apply and ns.dry_run:
         raise MamError("usage", "--apply and --dry-run contradict each other", hint="drop one of them")
-    if ns.watch is not None and ns.watch <= 0:
-        raise MamError("usage", "--watch takes a positive number of seconds")
+    if ns.watch is not None and not (math.isfinite(ns.watch) and ns.watch >= MIN_WATCH):
+        raise MamError("usage", f"--watch {ns.watch:g}: expected a number of seconds, at least {MIN_WATCH:g}")
+    if ns.watch is not None and ns.once:
+        raise MamError("usage", "--once and --watch contradict each other", hint="drop one of them")
     app = _open(ns)
-    if ns.watch is None or ns.once:
+    if ns.watch is None:
         doc = reconcile_document(app, apply=ns.apply, adopt=ns.adopt)
         _emit(doc, ns.json, None if ns.json else render.reconcile_text(doc))
         return 0
@@ -74,6 +78,7 @@ def cmd_reconcile(ns: argparse.Namespace) -> int:
             _emit(doc, ns.json, None if ns.json else f"--- {stamp}\n{render.reconcile_text(doc)}", compact=True)
             time.sleep(ns.watch)
     except KeyboardInterrupt:
+        _end_children()
         return 0
 
 
@@ -340,6 +345,13 @@ def _values_attached(argv: list[str], parser: argparse.ArgumentParser) -> list[s
     return out
 
 
+def _end_children() -> None:
+    """An interrupted command leaves no backend process behind (they run in sessions of their own)."""
+    runner = sys.modules.get("mam.runner")
+    if runner is not None:
+        runner.kill_running()
+
+
 def _wants_json(argv: list[str]) -> bool:
     args = argv[: argv.index("--")] if "--" in argv else argv
     return "--json" in args
@@ -364,6 +376,7 @@ def main(argv: list[str] | None = None) -> NoReturn:
     except MamError as exc:
         _fail(exc, as_json)
     except KeyboardInterrupt:
+        _end_children()
         sys.stderr.write("mam: interrupted\n")
         sys.exit(130)
     except BrokenPipeError:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
@@ -13,6 +14,15 @@ from mam.model import CommandResult, Failure
 T = TypeVar("T")
 
 DEFAULT_TIMEOUT = 10.0
+# How long a killed process may take to be reaped. Its pipes are not waited for: a tmux client hands its
+# stdout to the server, so a hung (e.g. SIGSTOPped) server holds them open after the client is dead.
+REAP_GRACE = 0.1
+
+# The process groups of the calls in flight, so an interrupted command can end them all (each runs in its own
+# session, where the terminal's Ctrl-C never reaches it). Once `kill_running` ran, nothing new starts.
+_running: set[subprocess.Popen[str]] = set()
+_running_lock = threading.Lock()
+_stopping = False
 
 
 def _kill_group(proc: subprocess.Popen[str]) -> None:
@@ -22,6 +32,30 @@ def _kill_group(proc: subprocess.Popen[str]) -> None:
         pass
 
 
+def kill_running() -> None:
+    """End every backend process still running, and refuse to start more: for an interrupted command."""
+    global _stopping
+    with _running_lock:
+        _stopping = True
+        procs = list(_running)
+    for proc in procs:
+        _kill_group(proc)
+
+
+def _abandon(proc: subprocess.Popen[str]) -> None:
+    """Reap a killed process briefly and close our ends of its pipes without reading them to EOF."""
+    try:
+        proc.wait(timeout=REAP_GRACE)
+    except subprocess.TimeoutExpired:
+        pass
+    for stream in (proc.stdout, proc.stderr):
+        if stream is not None:
+            try:
+                stream.close()
+            except OSError:
+                pass
+
+
 def run(argv: Sequence[str], *, timeout: float, env: Mapping[str, str], cwd: str | None = None) -> CommandResult:
     """Run `argv` to completion or until `timeout` seconds, then kill it and everything it started.
 
@@ -29,24 +63,31 @@ def run(argv: Sequence[str], *, timeout: float, env: Mapping[str, str], cwd: str
     it can never wait for a terminal.
     """
     args = tuple(argv)
-    try:
-        proc = subprocess.Popen(  # noqa: S603 - explicit argv, no shell
-            args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(env),
-            cwd=cwd, text=True, encoding="utf-8", errors="replace", start_new_session=True)
-    except FileNotFoundError:
-        return CommandResult(args, None, not_found=True, timeout=timeout)
-    except OSError as exc:
-        return CommandResult(args, None, timeout=timeout, os_error=f"{args[0]}: {exc.strerror or exc}")
+    with _running_lock:
+        if _stopping:
+            return CommandResult(args, None, timeout=timeout, os_error=f"{args[0]}: not started: interrupted")
+        try:
+            proc = subprocess.Popen(  # noqa: S603 - explicit argv, no shell
+                args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(env),
+                cwd=cwd, text=True, encoding="utf-8", errors="replace", start_new_session=True)
+        except FileNotFoundError:
+            return CommandResult(args, None, not_found=True, timeout=timeout)
+        except OSError as exc:
+            return CommandResult(args, None, timeout=timeout, os_error=f"{args[0]}: {exc.strerror or exc}")
+        _running.add(proc)
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         _kill_group(proc)
-        try:
-            stdout, stderr = proc.communicate(timeout=2)
-        except subprocess.TimeoutExpired:  # a grandchild outside the group holds the pipes open
-            proc.kill()
-            stdout, stderr = "", ""
-        return CommandResult(args, None, stdout or "", stderr or "", timed_out=True, timeout=timeout)
+        _abandon(proc)
+        return CommandResult(args, None, timed_out=True, timeout=timeout)
+    except BaseException:  # an interrupt in this very thread: its child must not outlive mam
+        _kill_group(proc)
+        _abandon(proc)
+        raise
+    finally:
+        with _running_lock:
+            _running.discard(proc)
     return CommandResult(args, proc.returncode, stdout, stderr, timeout=timeout)
 
 

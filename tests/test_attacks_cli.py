@@ -1,0 +1,105 @@
+"""Attack and accident cases of the command line itself: refused before anything runs, and no child left."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import Tmux, Workspace
+
+
+def _row(name: str, server: str, status: str = "running", backend: str = "tmux") -> str:
+    return f'- {{"name": "{name}", "backend": "{backend}", "server": "{server}", "status": "{status}"}}\n'
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e-300", "0.05", "0"])
+def test_watch_refuses_non_finite_and_tiny_intervals_before_any_pass(ws: Workspace, value: str) -> None:
+    # A row whose server is down: one pass with --apply would write it terminated.
+    ws.write_registry("version: 1\nsessions:\n" + _row("a", "gone", backend="herdr"))
+    before = ws.registry.read_bytes()
+    proc = ws.mam("reconcile", "--apply", "--watch", value, timeout=10)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("mam: --watch"), proc.stderr
+    assert "internal error" not in proc.stderr
+    assert ws.registry.read_bytes() == before
+
+
+def test_once_and_watch_contradict(ws: Workspace) -> None:
+    proc = ws.mam("reconcile", "--once", "--watch", "2", timeout=10)
+    assert proc.returncode == 2
+    assert "--once and --watch" in proc.stderr
+
+
+@pytest.mark.parametrize("var", ["MAM_TIMEOUT", "MAM_BOOTSTRAP_TIMEOUT"])
+def test_a_bad_timeout_is_refused_even_with_an_empty_registry(ws: Workspace, var: str) -> None:
+    proc = ws.mam("status", env={**ws.env, var: "abc"})
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert f"${var}=abc" in proc.stderr
+
+
+def _stopped_server(tmux: Tmux) -> tuple[str, int]:
+    server = tmux.name()
+    tmux.agent(server, "a")
+    pid = int(tmux.run(server, "display-message", "-p", "#{pid}").stdout)
+    os.kill(pid, signal.SIGSTOP)
+    return server, pid
+
+
+def _clients_of(server: str) -> list[int]:
+    """Live tmux client processes naming `server`: what a killed or interrupted mam must not leave behind."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if server.encode() in argv and b"list-panes" in argv and state != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+def test_a_hung_server_answers_within_the_time_limit(ws: Workspace, tmux: Tmux) -> None:
+    server, pid = _stopped_server(tmux)
+    ws.write_registry("version: 1\nsessions:\n" + _row("a", server))
+    try:
+        started = time.monotonic()
+        doc = ws.mam_json("status", env={**ws.env, "MAM_TIMEOUT": "1"})
+        elapsed = time.monotonic() - started
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert doc["servers"][0]["state"] == "unknown"
+    assert doc["servers"][0]["error"]["kind"] == "timeout"
+    assert doc["sessions"][0]["live"] == "unknown"
+    # The limit plus start-up and the kill; it was the limit plus 2 s while mam waited on the server's pipes.
+    assert elapsed < 1.8, elapsed
+
+
+def test_sigint_during_status_leaves_no_backend_process(ws: Workspace, tmux: Tmux) -> None:
+    stopped = [_stopped_server(tmux) for _ in range(2)]  # two servers: the queries run on threads
+    ws.write_registry("version: 1\nsessions:\n" + "".join(_row(f"a{i}", s) for i, (s, _) in enumerate(stopped)))
+    proc = subprocess.Popen([sys.executable, "-m", "mam", "status"], env={**ws.env, "MAM_TIMEOUT": "30"},
+                            cwd=ws.root, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 10
+        while not all(_clients_of(s) for s, _ in stopped):
+            assert time.monotonic() < deadline, "mam never asked the servers"
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=5)
+        assert proc.returncode == 130, stderr
+        assert b"interrupted" in stderr
+        time.sleep(0.2)
+        assert [c for s, _ in stopped for c in _clients_of(s)] == []
+    finally:
+        proc.kill()
+        for _, pid in stopped:
+            os.kill(pid, signal.SIGCONT)
