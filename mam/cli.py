@@ -26,8 +26,19 @@ if TYPE_CHECKING:
 MIN_WATCH = 0.1  # seconds between two reconcile passes: less is a busy loop
 DESCRIPTION = "mam, the multi-agent mux: track the coding agents running in terminal multiplexer panes."
 EPILOG = """\
+environment:
+  MAM_BACKEND            backend when --backend is not given (then `backend:` in .mam/config.yaml, then herdr)
+  MAM_SERVER             server when --server is not given (spawn, stop, exec; default mam)
+  MAM_WORKSPACE          project directory holding .mam/ (also $WORKSPACE_ROOT, $CLAUDE_PROJECT_DIR)
+  MAM_TIMEOUT            seconds each backend call may take (default 10; 0 < s <= 3600)
+  MAM_BOOTSTRAP_TIMEOUT  seconds to wait for a started server to answer (default 10)
+  MAM_NO_AUTOSTART=1     never start a server, not even for spawn or exec
+  MAM_DISABLE_PLUGINS    comma-separated plugins not to load; MAM_LOAD_PLUGINS: load only these
+  MAM_DEBUG=1            show the traceback of an internal error
+
 exit codes: 0 done (drift and unknown servers are findings), 1 an operation failed, 2 bad input,
-3 backend or its binary not found, 4 a backend plugin failed to load. Every command takes --json."""
+3 backend or its binary not found, 4 a backend plugin failed to load.
+Every command but exec takes --json, after the command or before it (exec prints the backend's own output)."""
 
 
 def _open(ns: argparse.Namespace) -> App:
@@ -125,7 +136,7 @@ def cmd_exec(ns: argparse.Namespace) -> int:
 
     if not ns.args:
         raise MamError("usage", "mam exec needs the backend's command line after --",
-                       hint="e.g. mam exec --server S -- agent list")
+                       hint="e.g. `mam --backend tmux exec --server S -- list-sessions`, or `-- agent list` on herdr")
     program, argv, env = exec_command(_open(ns), ns.server, ns.args)
     sys.stdout.flush()
     sys.stderr.flush()
@@ -138,8 +149,9 @@ def cmd_shim_install(ns: argparse.Namespace) -> int:
     from mam.passthrough import install_shims
 
     target = Path(ns.dir) if ns.dir else _open(ns).workspace.dot_mam / "shim"
-    for path in install_shims(target):
-        print(path)
+    written = install_shims(target)
+    doc = {"schema": 1, "dir": str(target.resolve()), "shims": [str(path) for path in written]}
+    _emit(doc, ns.json, "\n".join(doc["shims"]))
     print(f'use them with: export PATH="{target.resolve()}:$PATH" MAM_SERVER=NAME', file=sys.stderr)
     return 0
 
@@ -158,7 +170,12 @@ def cmd_skills_install(ns: argparse.Namespace) -> int:
 def cmd_demo(ns: argparse.Namespace) -> int:
     from mam.demo import run_demo
 
-    return run_demo(print)
+    if not ns.json:
+        return run_demo(print)
+    steps: list[dict[str, Any]] = []
+    code = run_demo(lambda line: None, steps.append)
+    _emit({"schema": 1, "steps": steps}, True)
+    return code
 
 
 def cmd_backends(ns: argparse.Namespace) -> int:
@@ -189,6 +206,9 @@ def cmd_version(ns: argparse.Namespace) -> int:
 class _Parser(argparse.ArgumentParser):
     """argparse that raises a usage MamError (one line, exit 2) instead of printing its own usage block."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, allow_abbrev=False, **kwargs)  # `--backen` is a typo, not --backend
+
     def error(self, message: str) -> NoReturn:
         raise MamError("usage", message, hint=f"run '{self.prog} --help'")
 
@@ -202,6 +222,8 @@ def build_parser() -> _Parser:
     parser.add_argument("--workspace", metavar="DIR", help="project directory holding .mam/ (default: discovered)")
     parser.add_argument("--version", action="version", version=f"mam {__version__}",
                         help="print the version and exit")
+    parser.add_argument("--json", dest="json_global", action="store_true",
+                        help="print one JSON document on stdout (as the command's own --json)")
     commands = parser.add_subparsers(title="commands", metavar="COMMAND", parser_class=_Parser)
 
     def command(name: str, run: Callable[[argparse.Namespace], int], summary: str, json_flag: bool = True,
@@ -249,7 +271,9 @@ def build_parser() -> _Parser:
 
     p = command("exec", cmd_exec, "Run the backend's own CLI against one server (herdr --session S ..., tmux -L "
                                   "S ...), scrubbed. Starts the server first if it is down, unless "
-                                  "MAM_NO_AUTOSTART=1. Its output and exit code are the backend's own.",
+                                  "MAM_NO_AUTOSTART=1. Its output and exit code are the backend's own, so it "
+                                  "takes no --json. Options that pick another server or socket (tmux -L/-S, "
+                                  "herdr --session, zellij --session/-s) are refused.",
                 json_flag=False)
     p.add_argument("args", nargs="*", default=[], help="the backend's own command line, after --")
     p.add_argument("--server", metavar="NAME", help="the server (default $MAM_SERVER)")
@@ -258,7 +282,7 @@ def build_parser() -> _Parser:
                                                        "exec`.", json_flag=False)
     shim_commands = shim.add_subparsers(title="commands", metavar="COMMAND", parser_class=_Parser)
     p = command("install", cmd_shim_install, "Write `herdr`, `tmux` and `zellij` shims; put DIR first on PATH "
-                                             "and set MAM_SERVER to use them.", json_flag=False, sub=shim_commands)
+                                             "and set MAM_SERVER to use them.", sub=shim_commands)
     p.add_argument("--dir", metavar="DIR", help="where to write them (default .mam/shim/)")
 
     skills = command("skills", _help_of(commands, "skills"), "Agent skills that drive mam.", json_flag=False)
@@ -269,7 +293,7 @@ def build_parser() -> _Parser:
                                                  ".claude/skills/)")
 
     command("demo", cmd_demo, "Show mam at work on a private tmux server: spawn, status, drift, reconcile "
-                              "--apply; then clean up.", json_flag=False)
+                              "--apply; then clean up.")
     command("backends", cmd_backends, "Installed backends: where each comes from, its binary, its version, load "
                                       "errors.")
     command("env", cmd_env, "The environment a server bootstrap would get: what is removed, and which rule "
@@ -296,7 +320,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
         at = argv.index("--")
         argv, trailing = argv[:at], argv[at + 1:]
     parser = build_parser()
-    ns, extras = parser.parse_known_args(_values_attached(argv, parser))
+    attached = _values_attached(argv, parser)
+    _refuse_unknown_options(attached, parser)
+    ns, extras = parser.parse_known_args(attached)
     if extras:
         first = extras[0]
         words: list[str] = ["mam"]
@@ -311,7 +337,37 @@ def parse(argv: list[str]) -> argparse.Namespace:
         if ns.run not in (cmd_spawn, cmd_exec):
             raise MamError("usage", "only spawn and exec take arguments after --", hint="run 'mam --help'")
         ns.args = [*ns.args, *trailing]
+    if ns.json_global:
+        if not hasattr(ns, "json"):
+            raise MamError("usage", "mam exec takes no --json: its output is the backend's own",
+                           hint="run 'mam exec --help'")
+        ns.json = True
     return ns
+
+
+def _refuse_unknown_options(words: list[str], parser: argparse.ArgumentParser) -> None:
+    """Name the first word that is no option of its (sub)command, before argparse complains of something else
+    (`mam spawn -L` is about -L, not about the missing NAME); suggest the closest real option."""
+    level, path = parser, ["mam"]
+    for word in words:
+        if word in _commands(level):
+            level = _commands(level)[word]
+            path.append(word)
+            continue
+        if not word.startswith("-") or word == "-" or word[1:2].isdigit():
+            continue
+        option = word.split("=", 1)[0]
+        known = [o for action in level._actions for o in action.option_strings]  # noqa: SLF001
+        if option in known:
+            continue
+        if option == "--json":
+            raise MamError("usage", f"{' '.join(path)} takes no --json: its output is the backend's own",
+                           hint=f"run '{' '.join(path)} --help'")
+        import difflib
+
+        close = difflib.get_close_matches(option, [o for o in known if o.startswith("--")], n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]}?" if close else f"run '{' '.join(path)} --help'"
+        raise MamError("usage", f"No such option: {option}", hint=hint)
 
 
 def _commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:

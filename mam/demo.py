@@ -11,6 +11,7 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from mam import render, runner
 from mam.app import App
@@ -23,7 +24,8 @@ SERVER = "mam-demo"
 AGENTS = ("demo-claude", "demo-codex")
 
 
-def run_demo(say: Callable[[str], None]) -> int:
+def run_demo(say: Callable[[str], None], record: Callable[[dict[str, Any]], None] = lambda step: None) -> int:
+    """Run the demo, telling a person each step with `say` and a program each document with `record`."""
     if shutil.which("tmux") is None:
         raise MamError("backend_unavailable", "mam demo needs tmux", hint="apt-get install -y tmux")
     tmpdir = tempfile.mkdtemp(prefix="mam-demo-", dir="/tmp")  # short: socket paths are limited
@@ -37,21 +39,27 @@ def run_demo(say: Callable[[str], None]) -> int:
         for name in AGENTS:
             command = f"sh -c 'echo {name} is a stand-in agent; exec sleep 600'"
             doc = spawn_document(app, name, agent=None, server=SERVER, cwd=str(workspace), command=command, args=[])
+            record({"command": f"spawn {name}", "document": doc})
             say(f"$ mam --backend tmux spawn {name} --server {SERVER} --command \"{command}\"")
             say(f"{name}: {doc['session']['status']} in pane {doc['session']['pane_id']}")
         say("\n$ mam --backend tmux status")
-        say(render.status_text(status_document(app)))
+        say(render.status_text(_step(record, "status", status_document(app))))
         victim = AGENTS[1]
         say(f"\n# {victim} dies behind mam's back: tmux -L {SERVER} kill-session -t ={victim}")
         runner.run(["tmux", "-L", SERVER, "kill-session", "-t", "=" + victim], timeout=10, env=app.backend_env)
         say("\n$ mam --backend tmux reconcile")
-        say(render.reconcile_text(reconcile_document(app)))
+        say(render.reconcile_text(_step(record, "reconcile", reconcile_document(app))))
         say("\n$ mam --backend tmux reconcile --apply")
-        say(render.reconcile_text(reconcile_document(app, apply=True)))
+        say(render.reconcile_text(_step(record, "reconcile --apply", reconcile_document(app, apply=True))))
         say("\n$ mam --backend tmux status")
-        say(render.status_text(status_document(app)))
+        say(render.status_text(_step(record, "status", status_document(app))))
         say("\n# cleaning up: the demo's tmux server, socket and workspace are removed")
         return 0
     finally:
         runner.run(["tmux", "-L", SERVER, "kill-server"], timeout=10, env=app.backend_env)
         shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+def _step(record: Callable[[dict[str, Any]], None], command: str, doc: dict[str, Any]) -> dict[str, Any]:
+    record({"command": command, "document": doc})
+    return doc

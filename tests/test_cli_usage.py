@@ -1,0 +1,58 @@
+"""What a new user types wrong, and what the command line says back: one line, the culprit named, exit 2."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import Workspace
+
+
+@pytest.mark.parametrize(("argv", "culprit", "hint"), [
+    (["spawn", "-L"], "No such option: -L", "run 'mam spawn --help'"),
+    (["spawn", "a", "-L", "x"], "No such option: -L", "run 'mam spawn --help'"),
+    (["status", "--serv", "x"], "No such option: --serv", "did you mean --server?"),
+    (["--backen", "tmux", "status"], "No such option: --backen", "did you mean --backend?"),
+    (["status", "--jsn"], "No such option: --jsn", "did you mean --json?"),
+    (["reconcile", "--aply"], "No such option: --aply", "did you mean --apply?"),
+])
+def test_a_wrong_option_is_named_with_a_suggestion_and_never_abbreviated(ws: Workspace, argv: list[str],
+                                                                         culprit: str, hint: str) -> None:
+    proc = ws.mam(*argv)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.splitlines() == [f"mam: {culprit}", f"hint: {hint}"]
+    assert not ws.registry.exists()
+
+
+@pytest.mark.parametrize("argv", [["--json", "status"], ["status", "--json"], ["--json", "version"],
+                                  ["--json", "env"], ["--json", "backends"]])
+def test_json_before_or_after_the_command(ws: Workspace, argv: list[str]) -> None:
+    proc = ws.mam(*argv)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["schema"] == 1
+
+
+def test_shim_install_takes_json(ws: Workspace) -> None:
+    doc = json.loads(ws.mam("shim", "install", "--json").stdout)
+    assert doc["dir"] == str(ws.root / ".mam" / "shim")
+    assert sorted(p.rsplit("/", 1)[1] for p in doc["shims"]) == ["herdr", "tmux", "zellij"]
+
+
+@pytest.mark.parametrize("argv", [["exec", "--json", "--", "ls"], ["--json", "exec", "--", "ls"]])
+def test_exec_says_it_takes_no_json(ws: Workspace, argv: list[str]) -> None:
+    proc = ws.mam(*argv)
+    assert proc.returncode == 2
+    assert "mam exec takes no --json: its output is the backend's own" in proc.stderr
+
+
+def test_help_documents_the_environment(ws: Workspace) -> None:
+    out = ws.mam("--help").stdout
+    for var in ("MAM_TIMEOUT", "MAM_BOOTSTRAP_TIMEOUT", "MAM_DEBUG", "MAM_NO_AUTOSTART", "MAM_SERVER"):
+        assert var in out
+    assert "exec" in ws.mam("exec", "--help").stdout and "no --json" in ws.mam("exec", "--help").stdout
+
+
+def test_exec_usage_hint_is_not_herdr_only(ws: Workspace) -> None:
+    proc = ws.mam("--backend", "tmux", "exec", "--server", "s")
+    assert proc.returncode == 2
+    assert "tmux exec --server S -- list-sessions" in proc.stderr
