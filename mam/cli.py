@@ -131,6 +131,31 @@ def cmd_stop(ns: argparse.Namespace) -> int:
     return 0
 
 
+def _removed_text(doc: dict[str, Any]) -> str:
+    verb = "would forget" if doc["dry_run"] else "forgot"
+    if not doc["removed"]:
+        return f"nothing to remove from {doc['registry']}"
+    return "\n".join(f"{verb} {e['name']} ({e['backend']} server {e['server']}, {e['status']})"
+                     for e in doc["removed"])
+
+
+def cmd_forget(ns: argparse.Namespace) -> int:
+    from mam.forget import forget_document
+
+    doc = forget_document(_open(ns), ns.names, ns.server, force=ns.force, dry_run=ns.dry_run)
+    _emit(doc, ns.json, _removed_text(doc))
+    return 0
+
+
+def cmd_prune(ns: argparse.Namespace) -> int:
+    from mam.forget import prune_document
+
+    statuses = [s for s in (ns.status or "terminated,stopped").split(",") if s]
+    doc = prune_document(_open(ns), statuses, ns.older_than, dry_run=ns.dry_run)
+    _emit(doc, ns.json, _removed_text(doc))
+    return 0
+
+
 def cmd_exec(ns: argparse.Namespace) -> int:
     from mam.passthrough import exec_command
 
@@ -268,6 +293,20 @@ def build_parser() -> _Parser:
                                   "already gone).")
     p.add_argument("name", help="the agent to stop")
     p.add_argument("--server", metavar="NAME", help="its server")
+
+    p = command("forget", cmd_forget, "Remove agents' rows from the registry (not their panes). An active row "
+                                      "takes --force.")
+    p.add_argument("names", nargs="+", metavar="NAME", help="the agents to forget")
+    p.add_argument("--server", metavar="NAME", help="only on this server")
+    p.add_argument("--force", action="store_true", help="forget rows registered starting or running too")
+    p.add_argument("--dry-run", action="store_true", help="say what would be removed, write nothing")
+
+    p = command("prune", cmd_prune, "Remove the rows of agents that are gone (terminated, stopped) from the "
+                                    "registry.")
+    p.add_argument("--status", metavar="LIST", help="comma-separated statuses to remove (default "
+                                                    "terminated,stopped; never starting or running)")
+    p.add_argument("--older-than", metavar="DAYS", type=float, help="only rows whose last change is older")
+    p.add_argument("--dry-run", action="store_true", help="say what would be removed, write nothing")
 
     p = command("exec", cmd_exec, "Run the backend's own CLI against one server (herdr --session S ..., tmux -L "
                                   "S ...), scrubbed. Starts the server first if it is down, unless "

@@ -1,0 +1,105 @@
+"""`mam forget` and `mam prune`: take rows out of the registry, under its lock, atomically.
+
+Only rows that are not active go without asking: forgetting a `starting`/`running` row would leave a live
+agent that nobody tracks, so that takes `--force`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from mam import registry
+from mam.app import App
+from mam.errors import MamError
+from mam.names import check_name
+from mam.registry import ACTIVE_STATUSES, Row
+
+PRUNABLE = ("terminated", "stopped")
+# When a row last changed, newest first: a row is as old as the last thing that happened to it.
+_TIMES = ("terminated_at", "stopped_at", "adopted_at", "created_at")
+
+
+def _entry(row: Row) -> dict[str, Any]:
+    return {"name": row.name, "backend": row.backend, "server": row.server, "status": row.status}
+
+
+def _remove(rows: Sequence[Row], dry_run: bool, app: App) -> dict[str, Any]:
+    """Drop exactly these rows, if each is still the row that was chosen (same mapping) under the lock."""
+    keys = {row.key: dict(row.raw) for row in rows}
+    removed: list[dict[str, Any]] = []
+
+    def change(document: dict[str, Any], fresh: tuple[Row, ...]) -> bool:
+        for row in fresh:
+            if keys.get(row.key) == row.raw:  # unchanged since it was chosen: another writer may have acted
+                document[row.list_key] = [r for r in document[row.list_key] if r is not row.raw]
+                removed.append(_entry(row))
+        return bool(removed)
+
+    path = app.workspace.registry_path
+    if dry_run:
+        removed = [_entry(row) for row in rows]
+    elif rows:
+        registry.update(path, app.row_default_backend, change)
+    return {"schema": 1, "registry": str(path), "dry_run": dry_run,
+            "removed": sorted(removed, key=lambda e: (e["backend"], e["server"], e["name"]))}
+
+
+def forget_document(app: App, names: Sequence[str], server: str | None, *, force: bool = False,
+                    dry_run: bool = False) -> dict[str, Any]:
+    for name in names:
+        check_name(name, "agent name")
+    if server is not None:
+        check_name(server, "server name")
+    reg = app.load_registry()
+    chosen: list[Row] = []
+    for name in names:
+        rows = [r for r in reg.rows if r.name == name and r.backend == app.backend_name
+                and (server is None or r.server == server)]
+        if not rows:
+            where = f" on server {server}" if server else ""
+            raise MamError("operation_failed", f"no agent {name} of backend {app.backend_name}{where} in {reg.path}",
+                           hint="see `mam status` for what is registered")
+        if len(rows) > 1:
+            servers = ", ".join(sorted(r.server for r in rows))
+            raise MamError("usage", f"{name} is registered on several servers ({servers})", hint="pass --server")
+        if rows[0].active and not force:
+            raise MamError("operation_failed", f"{name} is registered {rows[0].status}: it may still be running",
+                           hint=f"`mam stop {name}` it first, or pass --force to forget it anyway")
+        chosen.extend(rows)
+    return _remove(chosen, dry_run, app)
+
+
+def _age_check(older_than: float | None) -> Callable[[Row], bool]:
+    if older_than is None:
+        return lambda row: True
+    cutoff = datetime.now(UTC) - timedelta(days=older_than)
+
+    def old_enough(row: Row) -> bool:
+        for key in _TIMES:
+            value = row.raw.get(key)
+            if isinstance(value, str):
+                try:
+                    when = datetime.fromisoformat(value)
+                except ValueError:
+                    return False  # a time mam cannot read is no proof of age
+                return (when if when.tzinfo else when.replace(tzinfo=UTC)) < cutoff
+        return False  # no time at all: its age is unknown, keep it
+
+    return old_enough
+
+
+def prune_document(app: App, statuses: Sequence[str] = PRUNABLE, older_than: float | None = None, *,
+                   dry_run: bool = False) -> dict[str, Any]:
+    wrong = sorted(set(statuses) & ACTIVE_STATUSES)
+    if wrong:
+        raise MamError("usage", f"--status {','.join(wrong)}: prune never removes active rows",
+                       hint="`mam stop` them, or `mam forget NAME --force`")
+    if older_than is not None and not (0 <= older_than < 100_000):
+        raise MamError("usage", f"--older-than {older_than:g}: expected a number of days")
+    explicit = app.explicit_backend
+    old_enough = _age_check(older_than)
+    rows = [r for r in app.load_registry().rows if r.status in statuses and old_enough(r)
+            and (explicit is None or r.backend == explicit)]
+    return _remove(rows, dry_run, app)

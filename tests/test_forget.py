@@ -1,0 +1,86 @@
+"""`mam forget` and `mam prune`: the registry can shrink, under its lock, and never loses a live row by accident."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import Workspace
+
+ROWS = """version: 1
+sessions:
+- {"name": "old", "backend": "herdr", "server": "s", "status": "terminated", "terminated_at": "2020-01-01T00:00:00Z"}
+- {"name": "new", "backend": "herdr", "server": "s", "status": "stopped", "stopped_at": "2999-01-01T00:00:00Z"}
+- {"name": "live", "backend": "herdr", "server": "s", "status": "running", "created_at": "2020-01-01T00:00:00Z"}
+- {"name": "other", "backend": "tmux", "server": "t", "status": "terminated"}
+"""
+
+
+def _names(ws: Workspace) -> list[str]:
+    return [s["name"] for s in ws.mam_json("status", env={**ws.env, "MAM_TIMEOUT": "1"})["sessions"]]
+
+
+def test_prune_removes_gone_rows_only(ws: Workspace) -> None:
+    ws.write_registry(ROWS)
+    doc = ws.mam_json("prune")
+    assert [e["name"] for e in doc["removed"]] == ["new", "old", "other"]
+    assert _names(ws) == ["live"]
+
+
+def test_prune_older_than_and_dry_run(ws: Workspace) -> None:
+    ws.write_registry(ROWS)
+    before = ws.registry.read_bytes()
+    dry = ws.mam_json("prune", "--older-than", "30", "--dry-run")
+    assert [e["name"] for e in dry["removed"]] == ["old"]  # "other" has no time: its age is unknown
+    assert dry["dry_run"] is True
+    assert ws.registry.read_bytes() == before
+    ws.mam_json("prune", "--older-than", "30")
+    assert sorted(_names(ws)) == ["live", "new", "other"]
+
+
+def test_prune_refuses_active_statuses(ws: Workspace) -> None:
+    ws.write_registry(ROWS)
+    before = ws.registry.read_bytes()
+    proc = ws.mam("prune", "--status", "running")
+    assert proc.returncode == 2
+    assert "never removes active rows" in proc.stderr
+    assert ws.registry.read_bytes() == before
+
+
+def test_forget_takes_one_row_and_keeps_the_others_bytes(ws: Workspace) -> None:
+    ws.write_registry(ROWS)
+    doc = ws.mam_json("forget", "old")
+    assert doc["removed"] == [{"name": "old", "backend": "herdr", "server": "s", "status": "terminated"}]
+    assert sorted(_names(ws)) == ["live", "new", "other"]
+
+
+def test_forget_of_an_active_row_needs_force(ws: Workspace) -> None:
+    ws.write_registry(ROWS)
+    before = ws.registry.read_bytes()
+    proc = ws.mam("forget", "live")
+    assert proc.returncode == 1
+    assert "may still be running" in proc.stderr and "--force" in proc.stderr
+    assert ws.registry.read_bytes() == before
+    ws.mam_json("forget", "live", "--force")
+    assert "live" not in _names(ws)
+
+
+def test_forget_of_an_unknown_name_fails_and_writes_nothing(ws: Workspace) -> None:
+    ws.write_registry(ROWS)
+    before = ws.registry.read_bytes()
+    proc = ws.mam("forget", "old", "nobody", "--json")
+    assert proc.returncode == 1
+    assert json.loads(proc.stdout)["error"]["code"] == "operation_failed"
+    assert "no agent nobody" in proc.stderr
+    assert ws.registry.read_bytes() == before
+
+
+def test_forget_legacy_rows(ws: Workspace) -> None:
+    ws.write_registry("herdr_sessions:\n- name: a\n  herdr_session: s\n  status: stopped\n"
+                      "- name: b\n  herdr_session: s\n  status: stopped\n")
+    ws.mam_json("forget", "a")
+    assert _names(ws) == ["b"]
+
+
+def test_forget_bad_name_is_refused(ws: Workspace) -> None:
+    proc = ws.mam("forget", "-x")
+    assert proc.returncode == 2
