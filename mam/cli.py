@@ -174,9 +174,8 @@ def cmd_shim_install(ns: argparse.Namespace) -> int:
     from mam.passthrough import install_shims
 
     target = Path(ns.dir) if ns.dir else _open(ns).workspace.dot_mam / "shim"
-    written = install_shims(target)
-    doc = {"schema": 1, "dir": str(target.resolve()), "shims": [str(path) for path in written]}
-    _emit(doc, ns.json, "\n".join(doc["shims"]))
+    shims = [str(path) for path in install_shims(target)]
+    _emit({"schema": 1, "dir": str(target.resolve()), "shims": shims}, ns.json, "\n".join(shims))
     print(f'use them with: export PATH="{target.resolve()}:$PATH" MAM_SERVER=NAME', file=sys.stderr)
     return 0
 
@@ -232,7 +231,8 @@ class _Parser(argparse.ArgumentParser):
     """argparse that raises a usage MamError (one line, exit 2) instead of printing its own usage block."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, allow_abbrev=False, **kwargs)  # `--backen` is a typo, not --backend
+        kwargs["allow_abbrev"] = False  # `--backen` is a typo, not --backend
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         raise MamError("usage", message, hint=f"run '{self.prog} --help'")
