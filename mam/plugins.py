@@ -50,13 +50,22 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+def _names_in(env: Mapping[str, str], var: str) -> set[str]:
+    return {p.strip() for p in env.get(var, "").split(",") if p.strip()}
+
+
+def _deselected_by(name: str, env: Mapping[str, str]) -> str | None:
+    """The variable that keeps entry point `name` from loading: MAM_LOAD_PLUGINS is an allow list (set but
+    empty: built-ins only), MAM_DISABLE_PLUGINS a block list."""
+    if "MAM_LOAD_PLUGINS" in env and name not in _names_in(env, "MAM_LOAD_PLUGINS"):
+        return "MAM_LOAD_PLUGINS"
+    if name in _names_in(env, "MAM_DISABLE_PLUGINS"):
+        return "MAM_DISABLE_PLUGINS"
+    return None
+
+
 def _selected(name: str, env: Mapping[str, str]) -> bool:
-    """MAM_LOAD_PLUGINS is an allow list (set but empty: built-ins only); MAM_DISABLE_PLUGINS a block list."""
-    allow = env.get("MAM_LOAD_PLUGINS")
-    if allow is not None and name not in {p.strip() for p in allow.split(",") if p.strip()}:
-        return False
-    block = {p.strip() for p in env.get("MAM_DISABLE_PLUGINS", "").split(",") if p.strip()}
-    return name not in block
+    return _deselected_by(name, env) is None
 
 
 class Plugins:
@@ -70,6 +79,7 @@ class Plugins:
         self._specs: dict[str, BackendSpec] = {}
         self._backends: dict[str, Backend] = {}
         self._entry_point_cache: dict[str, EntryPoint] | None = None
+        self._deselected: dict[str, str] = {}  # entry point name -> the variable that keeps it out
         self._loaded: set[str] = set()
         self._register(CoreDefaults(), "mam.defaults", "mam (built in)")
         for module_name in BUILTIN_PLUGINS:
@@ -109,9 +119,21 @@ class Plugins:
         if self._entry_point_cache is None:
             from mam.entrypoints import entry_points  # only for commands that need them
 
-            self._entry_point_cache = {ep.name: ep for ep in entry_points(ENTRY_POINT_GROUP)
-                                       if _selected(ep.name, self.env)}
+            found = entry_points(ENTRY_POINT_GROUP)
+            self._entry_point_cache = {ep.name: ep for ep in found if _selected(ep.name, self.env)}
+            self._deselected = {ep.name: var for ep in found if (var := _deselected_by(ep.name, self.env))}
+            self._report_unknown_names({ep.name for ep in found})
         return self._entry_point_cache
+
+    def _report_unknown_names(self, installed: set[str]) -> None:
+        """A name in MAM_LOAD_PLUGINS or MAM_DISABLE_PLUGINS that no plugin has is a typo: `mam backends`
+        says so, instead of silently loading (or blocking) something else than the user meant."""
+        builtin = {spec.name for spec in self._specs.values()}
+        for var in ("MAM_LOAD_PLUGINS", "MAM_DISABLE_PLUGINS"):
+            for name in sorted(_names_in(self.env, var) - installed):
+                why = (f"{name} is built in and always loaded" if name in builtin else
+                       f"no installed plugin is named {name!r} (installed: {', '.join(sorted(installed)) or 'none'})")
+                self.problems.append(LoadProblem(var, "environment", f"{var} names {name!r}: {why}"))
 
     def _load_entry_point(self, name: str) -> None:
         if name in self._loaded:
@@ -151,6 +173,10 @@ class Plugins:
             p = broken[0]
             raise MamError("plugin_load_failed", f"backend {name!r} ({p.provider}) failed to load: {p.error}",
                            hint="run 'mam backends' for details, or uninstall the broken plugin")
+        if name in self._deselected:
+            var = self._deselected[name]
+            raise MamError("backend_not_found", f"backend {name!r} is installed but not loaded: ${var}="
+                           f"{self.env.get(var, '')} leaves it out", hint=f"change or unset {var}")
         known = ", ".join(sorted(self._specs)) or "none"
         raise MamError("backend_not_found", f"backend {name!r} was not recognized. Choose one of: {known}",
                        hint="install the backend's plugin, or pick another with --backend")
