@@ -142,6 +142,14 @@ class TestTmuxContract(BackendContract):
         return server, ["alpha", "beta"]
 
     @pytest.fixture
+    def empty_server(self, env: dict[str, str]) -> str:
+        """A server holding only mam's keep-alive session, as `mam bootstrap` leaves it."""
+        server = self._server()
+        subprocess.run(["tmux", "-L", server, "-f", "/dev/null", "new-session", "-d", "-s", "_mam_keepalive"],
+                       env=env, check=True, timeout=30)
+        return server
+
+    @pytest.fixture
     def bootstrap_server(self, env: dict[str, str]) -> Iterator[str]:
         yield self._server()
 
@@ -188,3 +196,8 @@ class TestThirdPartyEchoContract(BackendContract):
     @pytest.fixture
     def empty_server(self) -> str:
         return "empty"
+
+    @pytest.fixture
+    def bootstrap_server(self) -> Iterator[str | None]:
+        pytest.skip("the echo backend's servers are always up: it has no down server to start")
+        yield None

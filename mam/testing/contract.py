@@ -102,7 +102,7 @@ class BackendContract:
     def test_listing_has_the_contract_shape(self, backend: Backend, ctx: CallContext,
                                             populated_server: tuple[str, list[str]] | None) -> None:
         if populated_server is None:
-            pytest.skip("no populated_server fixture")
+            pytest.skip("override the populated_server fixture to check listings of a server with agents")
         server, names = populated_server
         agents = backend.list_agents(server, ctx)
         assert not isinstance(agents, Failure), agents
@@ -114,7 +114,7 @@ class BackendContract:
 
     def test_empty_server_lists_no_agent(self, backend: Backend, ctx: CallContext, empty_server: str | None) -> None:
         if empty_server is None:
-            pytest.skip("no empty_server fixture")
+            pytest.skip("override the empty_server fixture to check that a server without agents lists none")
         assert backend.list_agents(empty_server, ctx) == ()
 
     # Classification
@@ -131,7 +131,7 @@ class BackendContract:
 
     def test_recognises_its_down_samples(self, backend: Backend) -> None:
         if not self.down_samples:
-            pytest.skip("no down_samples")
+            pytest.skip("set down_samples to check that your backend's own down signals are read as down")
         for stderr, code in self.down_samples:
             failure = Failure(backend.name, "s", CommandResult(self.sample_argv, code, "", stderr))
             result = backend.classify(failure)
@@ -141,7 +141,7 @@ class BackendContract:
     def test_bootstrap_is_idempotent(self, backend: Backend, ctx: CallContext, tmp_path: Path,
                                      bootstrap_server: str | None) -> None:
         if bootstrap_server is None:
-            pytest.skip("no bootstrap_server fixture")
+            pytest.skip("override the bootstrap_server fixture to check that starting a server is idempotent")
         bctx = BootstrapContext(timeout=10, wait=10, env=ctx.env, log_path=tmp_path / "server.log", cwd=tmp_path)
         first = backend.bootstrap(bootstrap_server, bctx)
         assert first.up and first.started, first
