@@ -1,7 +1,7 @@
 """Run every benchmark and write bench/RESULTS.md, bench/results.json and bench/chart.png.
 
 Run: python3 bench/run.py [--quick]. Needs tmux, and matplotlib for the chart (pip install -e '.[bench]'; without
-it the chart is skipped and said so). Exits 1 when a target of issue 5 is missed, so the targets are pass/fail
+it the chart is skipped and said so). Exits 1 when a target is missed, so the targets are pass/fail
 lines, never timed unit tests.
 
 mam's modules are compiled to .pyc first, as an installed wheel has them: this machine sets
@@ -32,7 +32,7 @@ ROOT = BENCH.parent
 
 
 def targets(results: dict[str, Any]) -> list[tuple[str, str, bool]]:
-    """(target, measured, met) for each target of issue 5."""
+    """(target, measured, met) for each target."""
     s = results["startup"]["samples"]
     help_ms, status_ms = median(s[startup.HELP]), median(s[startup.STATUS])
     tmux = results["tmux"]["by_servers"][max(results["tmux"]["by_servers"])]
@@ -116,7 +116,7 @@ def markdown(results: dict[str, Any], chart_line: str) -> str:
         f"Written by `python3 bench/run.py` on {results['date']}: {results['machine']}. Every figure is a median "
         "of repeated runs; commands that are compared were timed in turns in the same run.",
         "",
-        "## Targets (issue 5)",
+        "## Targets",
         "",
         "| target | measured | |",
         "|---|---|---|",
