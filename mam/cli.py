@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from mam import __version__
-from mam.errors import MamError
+from mam.errors import EXIT_BACKEND_NOT_FOUND, MamError
 
 if TYPE_CHECKING:
     from mam.app import App
@@ -62,9 +62,22 @@ def cmd_status(ns: argparse.Namespace) -> int:
     from mam import render
     from mam.status import status_document
 
-    doc = status_document(_open(ns), ns.server or ())
+    app = _open(ns)
+    doc = status_document(app, ns.server or ())
+    code = _say_unanswered(app, doc)
     _emit(doc, ns.json, None if ns.json else render.status_text(doc))
-    return 0
+    return code
+
+
+def _say_unanswered(app: App, doc: dict[str, Any]) -> int:
+    """Servers that could not be asked are said first, on stderr; a missing backend binary is exit 3."""
+    from mam.status import unanswered
+
+    notes, binary_missing = unanswered(app, doc)
+    for note in notes:
+        sys.stderr.write(f"mam: {note}\n")
+    sys.stderr.flush()
+    return EXIT_BACKEND_NOT_FOUND if binary_missing else 0
 
 
 def cmd_reconcile(ns: argparse.Namespace) -> int:
@@ -80,8 +93,9 @@ def cmd_reconcile(ns: argparse.Namespace) -> int:
     app = _open(ns)
     if ns.watch is None:
         doc = reconcile_document(app, apply=ns.apply, adopt=ns.adopt)
+        code = _say_unanswered(app, doc)
         _emit(doc, ns.json, None if ns.json else render.reconcile_text(doc))
-        return 0
+        return code
     try:
         while True:
             doc = reconcile_document(app, apply=ns.apply, adopt=ns.adopt)

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mam.app import App
+from mam.errors import MamError
 from mam.model import Agent, CallContext, ServerOutcome, ServerState
 from mam.names import check_name
 from mam.query import ServerKey, query_servers
@@ -68,3 +69,36 @@ def status_document(app: App, servers: Sequence[str] = ()) -> dict[str, Any]:
         "servers": [outcomes[k].as_json() for k in sorted(outcomes)],
         "sessions": sessions,
     }
+
+
+def unanswered(app: App, doc: Mapping[str, Any]) -> tuple[list[str], bool]:
+    """What a person must read first about a status or reconcile document: the servers that could not be asked
+    and why, and whether a backend's binary is missing (then the command exits 3, the document still whole)."""
+    notes: list[str] = []
+    missing: dict[str, str] = {}
+    unknown = [s for s in doc["servers"] if s["state"] == "unknown"]
+    for server in unknown:
+        error = server["error"] or {}
+        if error.get("kind") == "not_installed":
+            missing.setdefault(server["backend"], error.get("message", ""))
+    explicit = doc.get("backend")
+    if explicit is not None and explicit not in missing:
+        spec = app.plugins.spec(explicit)
+        import shutil
+
+        if spec.executable and shutil.which(spec.executable, path=app.backend_env.get("PATH")) is None:
+            missing[explicit] = f"{spec.executable}: not found on PATH"
+    if unknown:
+        # The kinds, not the messages: those quote the backend's own output, which is shown in the table.
+        kinds = sorted({str((s["error"] or {}).get("kind", "unknown")).replace("_", " ") for s in unknown})
+        names = [f"{s['backend']} {s['server']}" for s in unknown]
+        shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+        notes.append(f"{len(unknown)} server{'s' if len(unknown) != 1 else ''} could not be asked ({', '.join(kinds)}"
+                     f"), so their agents are unconfirmed: {shown}")
+    for backend, message in sorted(missing.items()):
+        try:
+            what = app.plugins.spec(backend).executable or backend
+        except MamError:  # the backend's plugin itself is missing
+            what = f"the plugin of backend {backend}"
+        notes.append(f"{message}: install {what}, or choose another backend with --backend")
+    return notes, bool(missing)

@@ -98,7 +98,11 @@ def test_invalid_config_is_exit_2(ws: Workspace) -> None:
 def test_backend_filter_and_config_default(ws: Workspace) -> None:
     ws.write_registry("sessions:\n  - {name: a, server: s1, status: running}\n"
                       "  - {name: b, server: s2, status: running, backend: other}\n")
-    doc = ws.mam_json("status")
+    # A row of a backend that is not installed: the whole document, exit 3, and the reason said first.
+    proc = ws.mam("status", "--json")
+    assert proc.returncode == 3, proc.stderr
+    assert "install the plugin of backend other" in proc.stderr
+    doc = json.loads(proc.stdout)
     assert doc["backend"] is None
     assert [(s["backend"], s["server"]) for s in doc["sessions"]] == [("herdr", "s1"), ("other", "s2")]
     other = next(s for s in doc["servers"] if s["backend"] == "other")

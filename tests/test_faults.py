@@ -224,9 +224,10 @@ def test_a_binary_that_vanishes_between_calls(rig: Rig) -> None:
         assert (outcome["state"], outcome["agents"]) == ("up", 1) or \
             (outcome["state"], outcome["error"]["kind"]) == ("unknown", "not_installed"), outcome
     assert not (rig.bin_dir / rig.backend).exists()
-    for args in (["status", "--json"], ["reconcile", "--json"]):  # findings: every server unknown
+    for args in (["status", "--json"], ["reconcile", "--json"]):  # every server unknown; exit 3, said first
         proc = rig.ws.mam(*args, env=env)
-        assert proc.returncode == 0, (args, proc.stderr)
+        assert proc.returncode == 3, (args, proc.stderr)
+        assert f"install {rig.backend}" in proc.stderr
         for outcome in _outcomes(args, proc):
             assert (outcome["state"], outcome["error"]["kind"]) == ("unknown", "not_installed"), outcome
     for args in (["ls", "--server", rig.servers[0]], ["bootstrap", "--server", "three"]):  # they need it: exit 3

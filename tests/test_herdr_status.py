@@ -172,7 +172,7 @@ def test_hanging_herdr_times_out_unknown_without_delaying_others(ws: Workspace) 
 def test_missing_herdr_binary_is_unknown_not_installed(ws: Workspace) -> None:
     ws.write_registry("sessions:\n  - {name: a, server: s1, status: running}\n")
     env = {**ws.env, "PATH": "/nonexistent"}
-    doc = ws.mam_json("status", env=env)
+    doc = ws.mam_json("status", env=env, expect=3)  # the whole document, and exit 3: herdr is missing
     assert doc["servers"][0]["state"] == "unknown"
     assert doc["servers"][0]["error"]["kind"] == "not_installed"
     proc = ws.mam("ls", "--server", "s1", env=env)
