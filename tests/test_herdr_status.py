@@ -203,3 +203,11 @@ def test_table_output_for_people(ws: Workspace) -> None:
     assert "ghost-creator-claude" in proc.stdout and "absent" in proc.stdout
     assert "\x1b[" not in proc.stdout
     assert not proc.stdout.lstrip().startswith("{")
+
+
+def test_an_explicit_backend_without_its_binary_is_said_even_with_no_rows(ws: Workspace) -> None:
+    proc = ws.mam("--backend", "herdr", "status", env={**ws.env, "PATH": "/nonexistent"})
+    assert proc.returncode == 3
+    assert proc.stderr.splitlines() == ["mam: herdr: not found on PATH: install herdr, or choose another backend "
+                                        "with --backend"]
+    assert "no agents registered" in proc.stdout
