@@ -157,7 +157,7 @@ class TestTmuxContract(BackendContract):
 def test_fake_runner_lets_a_backend_run_without_its_binary(fake_runner: FakeRunner) -> None:
     from mam.model import CallContext
 
-    fake_runner.answer(["tmux", "-N", "-L", "s1", "list-panes"], 0,
+    fake_runner.answer(["tmux", "-N", "-L", "s1", "-u", "list-panes"], 0,
                        "$1\x1fagent\x1f0\x1f0\x1f%3\x1f42\x1fclaude\x1f/repo\n")
     agents = TmuxBackend().list_agents("s1", CallContext(timeout=1, env={}))
     assert not isinstance(agents, Failure)

@@ -1,7 +1,13 @@
-"""Driving tmux (reference/tmux.md). Every call has `-L NAME`; every query has `-N`, so none starts a server."""
+"""Driving tmux (reference/tmux.md). Every call has `-L NAME`; every query has `-N`, so none starts a server.
+
+Hostile text both ways. What mam hands tmux goes literally: tmux expands `#` formats in some arguments and reads
+an argument ending in `;` as a command separator. What comes back is escaped by tmux itself, so that no field a
+pane controls (its directory, an option it sets) can end a field or a record of the listing.
+"""
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 
@@ -21,23 +27,31 @@ from mam.model import (
 )
 
 EXECUTABLE = "tmux"
-SEP = "\x1f"  # unit separator: tmux escapes it in names, but paths arrive raw, so the path comes last
+SEP = "\x1f"  # unit separator between fields; a record ends with a newline
 # The session that holds an otherwise empty server up. Its leading "_" is not a valid mam name, so it can
 # never be confused with an agent; it is never listed.
 KEEPALIVE = "_mam_keepalive"
-FIELDS = ("session_id", "session_name", "window_index", "pane_index", "pane_id", "pane_pid", "@mam_agent",
-          "pane_current_path")
-LIST_FORMAT = SEP.join("#{" + f + "}" for f in FIELDS)
-# A record starts where a line holds every field before the path in its exact shape. Names and our own
-# option can hold neither a newline nor the separator (tmux escapes control characters in names), so only a
-# path crafted to look like a whole record could be misread; a plain newline or separator in it never is.
-_RECORD_START = re.compile(
-    rf"^\$\d+{SEP}[^{SEP}\n]*{SEP}\d+{SEP}\d+{SEP}%\d+{SEP}\d+{SEP}[^{SEP}\n]*{SEP}", re.MULTILINE)
+
+
+def _escaped(field: str) -> str:
+    """`#{field}` with a backslash put before each backslash, newline and separator, by tmux's own regex
+    substitution: a listing of escaped fields splits on bare separators and newlines only."""
+    return "#{s/([\\\n" + SEP + "])/\\\\\\1/:" + field + "}"
+
+
+# Ids and numbers tmux makes itself go as they are; text anyone can set (a name, an option, a path) escaped.
+LIST_FORMAT = SEP.join(["#{session_id}", _escaped("session_name"), "#{window_index}", "#{pane_index}",
+                        "#{pane_id}", "#{pane_pid}", _escaped("@mam_agent"), _escaped("pane_current_path")])
+_TEXT = r"([^\\\n\x1f]*(?:\\[\\\n\x1f][^\\\n\x1f]*)*)"  # plain characters and the three escapes only
+_RECORD = re.compile(rf"(\$[0-9]+){SEP}{_TEXT}{SEP}([0-9]+){SEP}([0-9]+){SEP}(%[0-9]+){SEP}([0-9]+){SEP}{_TEXT}{SEP}"
+                     rf"{_TEXT}\n")
+_ESCAPE = re.compile(r"\\(.)", re.DOTALL)
 
 # The first line of stderr when no server runs (reference/tmux.md); everything else is not "down".
+_MISSING_SOCKET = re.compile(r"^error connecting to (.*) \(No such file or directory\)$")
 _DOWN = (
     re.compile(r"^no server running on "),
-    re.compile(r"^error connecting to .* \(No such file or directory\)$"),
+    _MISSING_SOCKET,
     re.compile(r"^server exited unexpectedly$"),
     re.compile(r"^lost server$"),
 )
@@ -52,6 +66,8 @@ def base_argv(server: str, *, query: bool, env: Mapping[str, str]) -> list[str]:
     config = env.get("MAM_TMUX_CONFIG")
     if config:  # for tests and for users who want servers without their ~/.tmux.conf
         argv += ["-f", config]
+    if query:  # text as it is: in a non-UTF-8 locale the client would print '_' for every other character
+        argv.append("-u")
     return argv
 
 
@@ -60,28 +76,39 @@ def client_env(env: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in env.items() if k not in ("TMUX", "TMUX_PANE")}
 
 
+def literal(arg: str) -> str:
+    """An argument tmux takes as it is: it reads one ending in ';' as a command separator unless a backslash
+    comes before that ';' (and then drops only that backslash)."""
+    return arg[:-1] + "\\;" if arg.endswith(";") else arg
+
+
+def literal_format(arg: str) -> str:
+    """An argument tmux expands as a format (`new-session -c` and `-s`): `##` is a literal `#`, and no other
+    character starts a format."""
+    return literal(arg.replace("#", "##"))
+
+
+def _unescape(text: str) -> str:
+    return _ESCAPE.sub(r"\1", text) if "\\" in text else text
+
+
 def parse_panes(stdout: str) -> tuple[Agent, ...]:
-    """One agent per session: its first pane. A path holding newlines or the separator stays in its record."""
-    starts = [m.start() for m in _RECORD_START.finditer(stdout)]
-    if stdout.strip() and (not starts or starts[0] != 0):
-        raise ValueError("listing does not start with a session id")
+    """One agent per session: its first pane. Every record must parse exactly, or the whole answer is refused:
+    a record passed over would read as an agent gone."""
     firsts: dict[str, tuple[tuple[int, int], Agent]] = {}
     order: list[str] = []
-    for begin, end in zip(starts, [*starts[1:], len(stdout)], strict=True):
-        record = stdout[begin:end]
-        if record.endswith("\n"):
-            record = record[:-1]
-        parts = record.split(SEP, len(FIELDS) - 1)
-        if len(parts) != len(FIELDS):
-            continue  # a malformed record must not break the listing of the whole server
-        sid, name, window, pane, pane_id, _pid, kind, path = parts
+    pos = 0
+    while pos < len(stdout):
+        match = _RECORD.match(stdout, pos)
+        if match is None:
+            raise ValueError(f"listing record at character {pos} does not parse")
+        pos = match.end()
+        sid, name, window, pane, pane_id, _pid, kind, path = match.groups()
+        name = _unescape(name)
         if name == KEEPALIVE:
             continue
-        try:
-            position = (int(window), int(pane))
-        except ValueError:
-            continue
-        agent = Agent(name=name, agent=kind or None, cwd=path or None, pane_id=pane_id or None)
+        position = (int(window), int(pane))
+        agent = Agent(name=name, agent=_unescape(kind) or None, cwd=_unescape(path) or None, pane_id=pane_id)
         if sid not in firsts:
             order.append(sid)
             firsts[sid] = (position, agent)
@@ -90,8 +117,65 @@ def parse_panes(stdout: str) -> tuple[Agent, ...]:
     return tuple(firsts[sid][1] for sid in order)
 
 
+def _listening_inodes(path: str) -> set[str]:
+    """The Unix sockets listening at `path`. Linux keeps the path a socket was bound to in /proc/net/unix even
+    after its file is deleted; an empty set where /proc cannot tell."""
+    try:
+        with open("/proc/net/unix", encoding="utf-8", errors="replace") as table:
+            lines = table.read().splitlines()[1:]
+    except OSError:
+        return set()
+    inodes = set()
+    for line in lines:  # Num RefCount Protocol Flags Type St Inode Path
+        parts = line.split(None, 7)
+        if len(parts) == 8 and parts[7] == path and int(parts[3], 16) & 0x10000:  # __SO_ACCEPTCON: listening
+            inodes.add(f"socket:[{parts[6]}]")
+    return inodes
+
+
+def _socket_owners(sockets: set[str]) -> list[int]:
+    """The processes of this user that hold one of `sockets` open."""
+    pids = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            fds = os.listdir(f"/proc/{entry.name}/fd")
+        except OSError:
+            continue  # another user's, or gone
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{entry.name}/fd/{fd}") in sockets:
+                    pids.append(int(entry.name))
+                    break
+            except OSError:
+                continue
+    return sorted(pids)
+
+
+def orphaned_socket(path: str) -> str | None:
+    """Why a missing socket file at `path` does not mean "down": its server still runs (a temp cleaner deleted
+    the file), or None when no process listens there."""
+    inodes = _listening_inodes(path)
+    if not inodes:
+        return None
+    pids = _socket_owners(inodes)
+    if not pids:
+        return f"the socket file {path} is missing, but a process still listens on it"
+    return (f"the socket file {path} is missing, but tmux server process {pids[0]} still runs: "
+            f"`kill -USR1 {pids[0]}` makes it create the file again")
+
+
+def _first_line(stderr: str) -> str:
+    return next((line.strip() for line in stderr.splitlines() if line.strip()), "")
+
+
 def classify_stderr(stderr: str) -> ServerError | None:
-    first = next((line.strip() for line in stderr.splitlines() if line.strip()), "")
+    first = _first_line(stderr)
+    missing = _MISSING_SOCKET.match(first)
+    orphaned = orphaned_socket(missing.group(1)) if missing else None
+    if orphaned is not None:
+        return ServerError(ErrorKind.UNKNOWN, orphaned)
     if any(p.match(first) for p in _DOWN):
         return ServerError(ErrorKind.SERVER_DOWN, first)
     if _PERMISSION.match(first):
@@ -99,9 +183,9 @@ def classify_stderr(stderr: str) -> ServerError | None:
     return None
 
 
-def escape_separator(arg: str) -> str:
-    """tmux reads an argument ending in ';' as a command separator; a backslash before it keeps it literal."""
-    return arg[:-1] + "\\;" if arg.endswith(";") else arg
+def _is_down(stderr: str) -> bool:
+    error = classify_stderr(stderr)
+    return error is not None and error.kind is ErrorKind.SERVER_DOWN
 
 
 class TmuxBackend:
@@ -130,8 +214,7 @@ class TmuxBackend:
         result = self._run(server, ["list-sessions", "-F", "#{session_id}"], timeout=ctx.timeout, env=ctx.env)
         if result.returncode == 0:
             return True
-        error = classify_stderr(result.stderr) if result.returncode is not None else None
-        if error is not None and error.kind is ErrorKind.SERVER_DOWN:
+        if result.returncode is not None and _is_down(result.stderr):
             return False
         return Failure(self.name, server, result)
 
@@ -147,6 +230,10 @@ class TmuxBackend:
         ctx.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(ctx.log_path, "a", encoding="utf-8") as log:
             log.write(result.stdout + result.stderr)
+        if result.returncode == 1 and _first_line(result.stderr) == f"duplicate session: {KEEPALIVE}":
+            # Another client started this server since our probe: it is up, and this bootstrap did not start it.
+            if self._probe(server, ctx) is True:
+                return BootstrapResult(False, True, f"tmux server {server} was started meanwhile by another client")
         # `new-session -d` can exit 0 while failing: any stderr is a failure.
         if result.returncode != 0 or result.stderr.strip():
             return BootstrapResult(True, False, "tmux new-session failed", failure=Failure(self.name, server, result))
@@ -163,20 +250,27 @@ class TmuxBackend:
         if "." in request.name:
             # tmux 3.2-3.6 rewrite "." in session names to "_": the agent would never be found by its name.
             return SpawnResult(False, f"tmux cannot keep the name {request.name!r}: use one without '.'")
+        if not request.argv:
+            return SpawnResult(False, "no program to run")
+        if "=" in request.argv[0]:
+            return SpawnResult(False, f"tmux cannot run the program {request.argv[0]!r}: env, which starts it, "
+                               "would read a name holding '=' as a variable")
+        if not os.path.isabs(request.cwd):  # tmux would read "~" at its start as the home directory
+            return SpawnResult(False, f"tmux needs an absolute directory, not {request.cwd!r}")
         # A pane gets the server's global environment, copied when the server started. A server mam did not
         # start may hold markers: unset, for this agent, whatever the server has that ctx.env does not.
         leftovers = self._server_only_variables(server, ctx)
         if isinstance(leftovers, Failure):
             return SpawnResult(False, "could not read the server's environment", failure=leftovers)
-        argv = list(request.argv)
-        if leftovers:
-            argv = ["env", *(part for name in leftovers for part in ("-u", name)), "--", *argv]
-        args = ["new-session", "-d", "-s", request.name, "-c", request.cwd, "-P", "-F", "#{pane_id}", "--",
-                *(escape_separator(arg) for arg in argv)]
+        # tmux runs a command of one argument with `sh -c` and longer ones with execvp: starting with env makes
+        # it at least two, so the argv runs exactly as given, never as shell text.
+        argv = ["env", *(part for name in leftovers for part in ("-u", name)), "--", *request.argv]
+        args = ["new-session", "-d", "-s", literal_format(request.name), "-c", literal_format(request.cwd),
+                "-P", "-F", "#{pane_id}", "--", *(literal(arg) for arg in argv)]
         if request.agent:
             # In the same invocation, so the kind is there before anyone lists the session; without -t it
-            # applies to the session just made.
-            args += [";", "set-option", "@mam_agent", request.agent]
+            # applies to the session just made. Option values are not formats.
+            args += [";", "set-option", "@mam_agent", literal(request.agent)]
         result = self._run(server, args, timeout=ctx.timeout, env=ctx.env, query=False, cwd=request.cwd)
         if result.returncode != 0 or result.stderr.strip():
             return SpawnResult(False, "tmux refused the new session", failure=Failure(self.name, server, result))
@@ -188,6 +282,7 @@ class TmuxBackend:
         if result.returncode != 0:
             return Failure(self.name, server, result)
         names = []
+        # A value holding a newline can add a line here, never hide one: at worst a name is unset needlessly.
         for line in result.stdout.splitlines():
             name = line.split("=", 1)[0]
             if "=" in line and name not in ctx.env and name not in ("TMUX", "TMUX_PANE") and name.isidentifier():
@@ -195,11 +290,9 @@ class TmuxBackend:
         return sorted(names)
 
     def stop(self, server: str, name: str, ctx: CallContext) -> StopResult:
-        result = self._run(server, ["kill-session", "-t", "=" + name], timeout=ctx.timeout, env=ctx.env)
+        result = self._run(server, ["kill-session", "-t", literal("=" + name)], timeout=ctx.timeout, env=ctx.env)
         if result.returncode == 0:
             return StopResult(True, f"closed tmux session {name}")
-        first = result.stderr.strip().splitlines()[0] if result.stderr.strip() else ""
-        down = classify_stderr(result.stderr)
-        if first.startswith("can't find session") or (down is not None and down.kind is ErrorKind.SERVER_DOWN):
+        if _first_line(result.stderr).startswith("can't find session") or _is_down(result.stderr):
             return StopResult(False, f"{name} was not running on tmux server {server}")
         return StopResult(False, "tmux could not close the session", failure=Failure(self.name, server, result))
