@@ -200,7 +200,7 @@ def cmd_skills_install(ns: argparse.Namespace) -> int:
     from mam.skills import DEFAULT_DEST, install_skills
 
     target = Path(ns.dest) if ns.dest else _open(ns).workspace.root / DEFAULT_DEST
-    for path in install_skills(target):
+    for path in install_skills(target, force=ns.force):
         print(path)
     return 0
 
@@ -344,6 +344,8 @@ def build_parser() -> _Parser:
                                                "project.", json_flag=False, sub=skills_commands)
     p.add_argument("--dest", metavar="DIR", help="where to put them (default .agents/skills/; e.g. "
                                                  ".claude/skills/)")
+    p.add_argument("--force", action="store_true", help="overwrite files that differ from mam's (your edits, "
+                                                        "or an older mam's copy)")
 
     command("demo", cmd_demo, "Show mam at work on a private tmux server: spawn, status, drift, reconcile "
                               "--apply; then clean up.")
