@@ -201,6 +201,8 @@ def test_a_deleted_socket_file_of_a_live_server_is_unknown_not_down(ws: Workspac
     assert doc["sessions"][0]["status"] == "running"
     ws.mam_json("reconcile", "--apply")
     assert _rows(ws)["kept"]["status"] == "running"
+    assert ws.mam("stop", "kept").returncode == 1
+    assert _rows(ws)["kept"]["status"] == "running"
     # nothing starts a second server on that name while the first one lives
     proc = ws.mam("spawn", "other", "--server", server, "--command", SLEEP)
     assert proc.returncode == 1 and f"kill -USR1 {pid}" in proc.stderr, proc.stderr
