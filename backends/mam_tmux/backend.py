@@ -11,7 +11,7 @@ import os
 import re
 from collections.abc import Mapping
 
-from mam import runner
+from mam import logfile, runner
 from mam.model import (
     Agent,
     BootstrapContext,
@@ -66,7 +66,7 @@ def base_argv(server: str, *, query: bool, env: Mapping[str, str]) -> list[str]:
     config = env.get("MAM_TMUX_CONFIG")
     if config:  # for tests and for users who want servers without their ~/.tmux.conf
         argv += ["-f", config]
-    if query:  # text as it is: in a non-UTF-8 locale the client would print '_' for every other character
+    if query:  # text as it is: in a non-UTF-8 locale the client prints '_' for each non-ASCII character
         argv.append("-u")
     return argv
 
@@ -228,7 +228,7 @@ class TmuxBackend:
         result = self._run(server, ["new-session", "-d", "-s", KEEPALIVE, "-x", "80", "-y", "24"],
                            timeout=ctx.timeout, env=ctx.env, query=False, cwd=str(ctx.cwd))
         ctx.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(ctx.log_path, "a", encoding="utf-8") as log:
+        with logfile.open_text_log(ctx.log_path) as log:
             log.write(result.stdout + result.stderr)
         if result.returncode == 1 and _first_line(result.stderr) == f"duplicate session: {KEEPALIVE}":
             # Another client started this server since our probe: it is up, and this bootstrap did not start it.
