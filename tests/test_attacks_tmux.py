@@ -194,20 +194,22 @@ def test_a_deleted_socket_file_of_a_live_server_is_unknown_not_down(ws: Workspac
     ws.mam_json("spawn", "kept", "--server", server, "--command", SLEEP)
     pid = _server_pid(tmux, server)
     (tmux.socket_dir / server).unlink()  # what a temp cleaner does
-    doc = ws.mam_json("status")
-    state = doc["servers"][0]
-    assert state["state"] == "unknown", state
-    assert f"kill -USR1 {pid}" in state["error"]["message"]
-    assert doc["sessions"][0]["status"] == "running"
-    ws.mam_json("reconcile", "--apply")
-    assert _rows(ws)["kept"]["status"] == "running"
-    assert ws.mam("stop", "kept").returncode == 1
-    assert _rows(ws)["kept"]["status"] == "running"
-    # nothing starts a second server on that name while the first one lives
-    proc = ws.mam("spawn", "other", "--server", server, "--command", SLEEP)
-    assert proc.returncode == 1 and f"kill -USR1 {pid}" in proc.stderr, proc.stderr
-    assert server not in tmux.sockets()
-    os.kill(pid, signal.SIGUSR1)  # the recovery the message names
+    try:
+        doc = ws.mam_json("status")
+        state = doc["servers"][0]
+        assert state["state"] == "unknown", state
+        assert f"kill -USR1 {pid}" in state["error"]["message"]
+        assert doc["sessions"][0]["status"] == "running"
+        ws.mam_json("reconcile", "--apply")
+        assert _rows(ws)["kept"]["status"] == "running"
+        assert ws.mam("stop", "kept").returncode == 1
+        assert _rows(ws)["kept"]["status"] == "running"
+        # nothing starts a second server on that name while the first one lives
+        proc = ws.mam("spawn", "other", "--server", server, "--command", SLEEP)
+        assert proc.returncode == 1 and f"kill -USR1 {pid}" in proc.stderr, proc.stderr
+        assert server not in tmux.sockets()
+    finally:
+        os.kill(pid, signal.SIGUSR1)  # the recovery the message names (and what lets the teardown reach it)
     deadline = time.monotonic() + 10
     while server not in tmux.sockets():
         assert time.monotonic() < deadline
