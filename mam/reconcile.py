@@ -5,8 +5,9 @@ Rows whose server is `unknown` get no drift, ever: an unanswered question is not
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from mam import registry
@@ -29,6 +30,7 @@ class Drift:
     action: str
     agent: Agent | None = None  # for B
     reason: str = ""  # for A: why it is taken as terminated
+    seen: dict[str, Any] | None = field(default=None, compare=False)  # for A and C: the row as it was planned on
 
     def as_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"class": self.cls, "name": self.name, "backend": self.backend,
@@ -58,9 +60,10 @@ def find_drifts(rows: list[Row], outcomes: Mapping[ServerKey, ServerOutcome], ad
         live, _ = live_agent(row, outcome)
         if live == "absent" and row.active:
             drifts.append(Drift("A", row.name, row.backend, row.server, row.status, live, "mark_terminated",
-                                reason=_absence_reason(row, outcome)))
+                                reason=_absence_reason(row, outcome), seen=copy.deepcopy(row.raw)))
         elif live == "alive" and not row.active:
-            drifts.append(Drift("C", row.name, row.backend, row.server, row.status, live, "mark_running"))
+            drifts.append(Drift("C", row.name, row.backend, row.server, row.status, live, "mark_running",
+                                seen=copy.deepcopy(row.raw)))
     for (backend, server), outcome in outcomes.items():
         for agent in outcome.agents:
             if agent.name is not None and (backend, server, agent.name) in registered:
@@ -71,25 +74,27 @@ def find_drifts(rows: list[Row], outcomes: Mapping[ServerKey, ServerOutcome], ad
     return sorted(drifts, key=lambda d: d.sort_key)
 
 
-def make_change(drifts: list[Drift]) -> registry.Change:
-    """The fixes, applied to the freshly re-read registry under its lock. A row that changed since it was
-    looked at (another writer got there first) is left alone."""
+def make_change(drifts: list[Drift], written: list[Drift]) -> registry.Change:
+    """The fixes, applied to the freshly re-read registry under its lock; each one written lands in `written`.
+
+    The listing the plan rests on is older than this re-read: a row that changed meanwhile in any way (a
+    re-spawn, a stop, a hand edit) is no longer the row that listing was about, and is left alone."""
 
     def change(document: dict[str, Any], rows: tuple[Row, ...]) -> bool:
         by_key = {r.key: r for r in rows}
-        changed = False
         now = registry.timestamp()
         for drift in drifts:
             key = (drift.backend, drift.server, drift.name or "")
             row = by_key.get(key)
-            if drift.cls == "A" and row is not None and row.active:
+            unchanged = row is not None and row.raw == drift.seen
+            if drift.cls == "A" and row is not None and unchanged:
                 row.raw["status"] = "terminated"
                 row.raw["terminated_at"] = now
                 row.raw["terminated_reason"] = drift.reason
-                changed = True
-            elif drift.cls == "C" and row is not None and not row.active:
+                written.append(drift)
+            elif drift.cls == "C" and row is not None and unchanged:
                 row.raw["status"] = "running"
-                changed = True
+                written.append(drift)
             elif drift.cls == "B" and drift.action == "adopt" and row is None and drift.agent is not None:
                 sessions = document.get(registry.SESSIONS)
                 if sessions is None:
@@ -103,8 +108,8 @@ def make_change(drifts: list[Drift]) -> registry.Change:
                     new_row["pane"] = pane
                 new_row["adopted_at"] = now
                 sessions.append(new_row)
-                changed = True
-        return changed
+                written.append(drift)
+        return bool(written)
 
     return change
 
@@ -118,10 +123,11 @@ def reconcile_document(app: App, apply: bool = False, adopt: bool = False) -> di
     confirmed_rows = [r for r in rows if (r.backend, r.server) not in unknown]
     drifts = find_drifts(confirmed_rows, {k: o for k, o in outcomes.items() if k not in unknown}, adopt)
     applied = False
+    written: list[Drift] = []
     if apply:
         fixes = [d for d in drifts if d.cls in "AC" or d.action == "adopt"]
         if fixes:
-            registry.update(reg.path, app.row_default_backend, make_change(fixes))
+            registry.update(reg.path, app.row_default_backend, make_change(fixes, written))
         applied = True
     alive = sorted(f"{a.name}|{server}" for (_, server), o in outcomes.items() for a in o.agents
                    if a.name is not None)
@@ -135,5 +141,6 @@ def reconcile_document(app: App, apply: bool = False, adopt: bool = False) -> di
         "sessions_alive": alive,
         "unconfirmed": sorted(f"{r.name}|{r.server}" for r in rows if (r.backend, r.server) in unknown),
         "drifts": [d.as_json() for d in drifts],
-        "applied": applied,
+        "applied": applied,  # --apply was given and its pass is on disk, even with nothing to write
+        "written": len(written),  # rows --apply changed or added; fewer than its fixes when rows changed meanwhile
     }

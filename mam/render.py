@@ -73,10 +73,19 @@ def reconcile_text(doc: dict[str, Any]) -> str:
         parts.append("no drift: the registry matches what the servers say")
     if doc["unconfirmed"]:
         parts.append(f"unconfirmed (their server did not answer): {', '.join(doc['unconfirmed'])}")
-    if doc["applied"]:
-        parts.append("fixes applied to " + doc["registry"])
-    elif any(d["action"] != "report" for d in doc["drifts"]):
-        parts.append("nothing written; run with --apply to fix")
+    fixes = sum(1 for d in doc["drifts"] if d["action"] != "report")
+    if not doc["applied"]:
+        if fixes:
+            parts.append("nothing written; run with --apply to fix")
+        return "\n".join(parts)
+    written = doc["written"]
+    if written:  # only what really reached the file is called applied
+        parts.append(f"fixes applied to {doc['registry']} ({written} row{'s' if written != 1 else ''})")
+    if fixes > written:
+        parts.append(f"left {fixes - written} row{'s' if fixes - written != 1 else ''} alone: changed since "
+                     "the servers were asked; run `mam reconcile` again")
+    elif not written and doc["drifts"]:
+        parts.append("nothing written: no drift that --apply can fix")
     return "\n".join(parts)
 
 

@@ -35,7 +35,8 @@ def test_live_listing_with_the_error_word_confirms_both_rows(ws: Workspace) -> N
     assert doc["drifts"] == []
     assert doc["applied"] is False
     assert list(doc) == ["schema", "workspace", "registry", "backend", "confirmed", "servers", "sessions_alive",
-                         "unconfirmed", "drifts", "applied"]
+                         "unconfirmed", "drifts", "applied", "written"]
+    assert doc["written"] == 0
 
 
 def test_unknown_server_rows_are_unconfirmed_and_get_no_drift(ws: Workspace) -> None:
@@ -103,7 +104,7 @@ def test_apply_fixes_a_and_c_in_one_write_and_the_next_run_is_clean(ws: Workspac
     assert ws.registry.read_text() == original  # a report writes nothing
 
     applied = ws.mam_json("reconcile", "--apply")
-    assert applied["applied"] is True
+    assert applied["applied"] is True and applied["written"] == 3
     data = yaml.safe_load(ws.registry.read_text())
     rows = {r["name"]: r for r in data["sessions"]}
     assert rows["dead-one"]["status"] == "terminated"
@@ -147,8 +148,24 @@ def test_apply_with_nothing_to_fix_is_applied_and_writes_nothing(ws: Workspace) 
     ws.write_registry("sessions:\n  - {name: a, server: s1, status: stopped}\n")
     before = ws.registry.stat().st_mtime_ns
     doc = ws.mam_json("reconcile", "--apply")
-    assert doc["applied"] is True and doc["drifts"] == []
+    assert doc["applied"] is True and doc["drifts"] == [] and doc["written"] == 0
     assert ws.registry.stat().st_mtime_ns == before
+    text = ws.mam("reconcile", "--apply")
+    assert text.returncode == 0 and "no drift" in text.stdout
+    assert "fixes applied" not in text.stdout  # nothing was written, so no fix was applied
+
+
+def test_apply_says_fixes_applied_only_for_rows_it_wrote(ws: Workspace) -> None:
+    ws.herdr.start("s1")
+    ws.herdr.set_agents("s1", [agent("stray", "w1:p1")])
+    ws.write_registry("sessions:\n  - {name: a, server: s1, status: running}\n")
+    text = ws.mam("reconcile", "--apply")
+    assert text.returncode == 0, text.stderr
+    assert f"fixes applied to {ws.registry} (1 row)" in text.stdout
+    before = ws.registry.read_bytes()
+    again = ws.mam("reconcile", "--apply")  # only the unregistered `stray` is left: a report, nothing to write
+    assert "fixes applied" not in again.stdout and "nothing written" in again.stdout, again.stdout
+    assert ws.registry.read_bytes() == before
 
 
 def test_apply_and_dry_run_is_a_usage_error(ws: Workspace) -> None:
