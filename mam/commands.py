@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import errno
+import fcntl
+import os
 import shutil
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -29,13 +35,45 @@ def ls_document(app: App, server: str) -> tuple[dict[str, Any], ServerOutcome]:
     return ({"schema": 1, "server": outcome.as_json(), "agents": [a.as_json() for a in outcome.agents]}, outcome)
 
 
+@contextmanager
+def server_lock(app: App, server: str) -> Iterator[None]:
+    """One probe-and-start at a time per server of a workspace: of several mam commands that found it down,
+    the first starts it and the others, waiting here, find it up. Held by flock, so a killed holder frees it.
+    (Names never hold '/'; a backend and server pair that reads the same joined by '-' only shares a lock.)"""
+    locks = app.workspace.dot_mam / "locks"
+    path = locks / f"{app.backend_name}-{server}.lock"
+    try:
+        locks.mkdir(parents=True, exist_ok=True)
+        # O_NOFOLLOW: a link planted in place of the lock file is refused, never followed
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        raise MamError("operation_failed", f"{path}: cannot open the server lock: {exc.strerror or exc}") from None
+    try:
+        # Long enough for one holder's whole bootstrap: its probe, its start call and its wait to come up.
+        deadline = time.monotonic() + 2 * app.timeout + app.bootstrap_wait + 1
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as exc:
+                if exc.errno not in (errno.EAGAIN, errno.EACCES) or time.monotonic() > deadline:
+                    raise MamError("operation_failed", f"{app.backend_name} server {server}: another mam command "
+                                   f"is still starting it ({path} is locked)",
+                                   hint="retry when it has finished") from None
+                time.sleep(0.01)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
 def start_server(app: App, server: str) -> tuple[BootstrapResult, Path]:
     """Start `server` of the selected backend if it is down, scrubbed; raise unless it is up afterwards."""
     backend = app.plugins.backend(app.backend_name)
     log_path = app.log_path(app.backend_name, server)
     ctx = BootstrapContext(timeout=app.timeout, wait=app.bootstrap_wait, env=app.server_env, log_path=log_path,
                            cwd=app.workspace.root)
-    result = app.plugins.bootstrap(backend, server, ctx)
+    with server_lock(app, server):  # the backend's probe and start, as one step
+        result = app.plugins.bootstrap(backend, server, ctx)
     if not result.up:
         if result.failure is not None:
             error = app.plugins.classify(backend, result.failure)

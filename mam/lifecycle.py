@@ -5,6 +5,7 @@ Backend-agnostic: the backend is reached through the spawn and stop hooks only.
 
 from __future__ import annotations
 
+import secrets
 import shlex
 import time
 from pathlib import Path
@@ -28,6 +29,10 @@ AGENT_COMMANDS: dict[str, tuple[str, ...]] = {
     "qwen": ("qwen",), "amp": ("amp",), "goose": ("goose",), "crush": ("crush",),
 }
 POLL_INTERVAL = 0.05
+# The row a spawn claims carries this token: its later writes go only to a row that still holds it.
+TOKEN = "spawn_token"
+# What the last attempt at a row left: a re-spawn that replaces the row drops them.
+STALE_FIELDS = ("terminated_at", "terminated_reason", "stopped_at", "adopted_at")
 
 
 def default_server(app: App, server: str | None) -> str:
@@ -72,6 +77,47 @@ def _set_row(key: RowKey, fields: dict[str, Any], create: bool) -> registry.Chan
     return change
 
 
+def _claim(key: RowKey, fields: dict[str, Any], blocked: list[Row]) -> registry.Change:
+    """Take the row of `key` for one spawn attempt, under the lock, before the backend is asked: append it, or
+    replace an inactive row of that key (its old outcome goes). An active row belongs to another attempt or a
+    live agent: it is left as it is and lands in `blocked`."""
+
+    def change(document: dict[str, Any], rows: tuple[Row, ...]) -> bool:
+        row = next((r for r in rows if r.key == key), None)
+        if row is not None and row.active:
+            blocked.append(row)
+            return False
+        if row is not None:
+            for stale in STALE_FIELDS:
+                row.raw.pop(stale, None)
+            row.raw.update(fields)
+            return True
+        return _set_row(key, fields, create=True)(document, rows)
+
+    return change
+
+
+def _settle(key: RowKey, token: str, fields: dict[str, Any]) -> registry.Change:
+    """Write a spawn's outcome to the row it claimed, and only while that row still carries its token."""
+
+    def change(document: dict[str, Any], rows: tuple[Row, ...]) -> bool:
+        row = next((r for r in rows if r.key == key), None)
+        if row is None or row.raw.get(TOKEN) != token:
+            return False
+        for stale in STALE_FIELDS:  # e.g. a reconcile that saw the row before the agent was up
+            row.raw.pop(stale, None)
+        row.raw.update(fields)
+        return True
+
+    return change
+
+
+def _taken(row: Row) -> MamError:
+    return MamError("invalid_name", f"{row.name} is already registered as {row.status} on {row.backend} server "
+                    f"{row.server}", hint=f"another `mam spawn` of it may be under way; if it is gone, "
+                    f"`mam reconcile --apply` (or `mam stop {row.name}`) settles its row, then spawn it again")
+
+
 UNSETTLED = "it stays registered as starting; `mam reconcile --apply` settles it from what its server lists"
 
 
@@ -85,8 +131,12 @@ def may_have_started(failure: Failure | None) -> bool:
             or failure.parse_error is not None)
 
 
-def _update(app: App, key: RowKey, fields: dict[str, Any], create: bool = False) -> registry.Registry:
-    return registry.update(app.workspace.registry_path, app.row_default_backend, _set_row(key, fields, create))
+def _write(app: App, change: registry.Change) -> registry.Registry:
+    return registry.update(app.workspace.registry_path, app.row_default_backend, change)
+
+
+def _update(app: App, key: RowKey, fields: dict[str, Any]) -> registry.Registry:
+    return _write(app, _set_row(key, fields, create=False))
 
 
 def _wait_listed(app: App, server: str, name: str, ctx: CallContext) -> tuple[Agent | None, ServerOutcome]:
@@ -110,13 +160,16 @@ def spawn_document(app: App, name: str, *, agent: str | None, server: str | None
         raise MamError("usage", f"--cwd {cwd}: not a directory")
     backend = app.plugins.backend(app.backend_name)
     optional_operation(backend, "spawn")  # refuse before any server is started for nothing
-    app.load_registry()  # an invalid registry is refused before anything starts
+    key = (app.backend_name, server, name)
+    known = app.load_registry().find(key)  # an invalid registry is refused before anything starts
     ctx = CallContext(timeout=app.timeout, env=app.server_env)
     outcome = query_server(app.plugins, app.backend_name, server, ctx)
     require_binary(app, outcome.error.kind if outcome.error else None, "mam spawn needs it")
     if any(a.name == name for a in outcome.agents):
         raise MamError("invalid_name", f"{name} is already running on {app.backend_name} server {server}",
                        hint="pick another name, or `mam stop` it first")
+    if known is not None and known.active:  # refused before a server is started for nothing
+        raise _taken(known)
     if outcome.state is not ServerState.UP:
         if app.env.get("MAM_NO_AUTOSTART") == "1":
             # Sending the spawn anyway could start the server as a side effect (tmux new-session does).
@@ -124,10 +177,19 @@ def spawn_document(app: App, name: str, *, agent: str | None, server: str | None
             raise MamError("operation_failed", f"{app.backend_name} server {server} is not up ({detail}) and "
                            "MAM_NO_AUTOSTART=1", hint=f"start it with `mam bootstrap --server {server}`")
         start_server(app, server)
-    key = (app.backend_name, server, name)
     kind = agent or Path(argv[0]).name
-    _update(app, key, {"status": "starting", "agent": kind, "pane": {"cwd": str(directory)},
-                       "created_at": registry.timestamp()}, create=True)
+    token = secrets.token_hex(8)
+    blocked: list[Row] = []
+    _write(app, _claim(key, {"status": "starting", "agent": kind, "pane": {"cwd": str(directory)},
+                             "created_at": registry.timestamp(), TOKEN: token}, blocked))
+    if blocked:  # another spawn of this name got the row first: leave it and its agent alone
+        raise _taken(blocked[0])
+
+    def settle(fields: dict[str, Any]) -> Row | None:
+        """The claimed row after the write; None when another command replaced it meanwhile."""
+        row = _write(app, _settle(key, token, fields)).find(key)
+        return row if row is not None and row.raw.get(TOKEN) == token else None
+
     result = app.plugins.spawn(backend, server, SpawnRequest(name, kind, str(directory), argv), ctx)
     if not result.ok:
         detail = result.message
@@ -136,7 +198,7 @@ def spawn_document(app: App, name: str, *, agent: str | None, server: str | None
         if may_have_started(result.failure):  # never record as gone what may be running
             raise MamError("operation_failed", f"{app.backend_name} gave no clear answer to starting {name}: {detail}",
                            hint=UNSETTLED)
-        _update(app, key, {"status": "terminated", "terminated_at": registry.timestamp(), "terminated_reason": detail})
+        settle({"status": "terminated", "terminated_at": registry.timestamp(), "terminated_reason": detail})
         raise MamError("operation_failed", f"{app.backend_name} did not start {name}: {detail}")
     listed, outcome = _wait_listed(app, server, name, ctx)
     if listed is None:
@@ -144,15 +206,17 @@ def spawn_document(app: App, name: str, *, agent: str | None, server: str | None
             reason = outcome.error.message if outcome.error else "no answer"
             raise MamError("operation_failed", f"{name} was started, but {app.backend_name} server {server} could "
                            f"not be asked whether it runs: {reason}", hint=UNSETTLED)
-        _update(app, key, {"status": "terminated", "terminated_at": registry.timestamp(),
-                           "terminated_reason": "started, but its server never listed it"})
+        settle({"status": "terminated", "terminated_at": registry.timestamp(),
+                "terminated_reason": "started, but its server never listed it"})
         raise MamError("operation_failed", f"{name} was started but {app.backend_name} server {server} does not "
                        f"list it (it may have exited at once)")
     pane = {k: v for k, v in (("cwd", listed.cwd or str(directory)), ("id", listed.pane_id or result.pane_id))
             if v is not None}
-    reg = _update(app, key, {"status": "running", "pane": pane})
-    row = reg.find(key)
-    assert row is not None
+    row = settle({"status": "running", "pane": pane})
+    if row is None:
+        raise MamError("operation_failed", f"{name} was started on {app.backend_name} server {server}, but another "
+                       "command changed its registry row meanwhile; mam left that row as it is",
+                       hint="`mam reconcile --apply` settles the row from what its server lists")
     return {"schema": 1, "session": session_entry(row, outcome)}
 
 

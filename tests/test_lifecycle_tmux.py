@@ -61,6 +61,24 @@ def test_a_running_name_is_refused(ws: Workspace, tmux: Tmux) -> None:
     assert len(yaml.safe_load(ws.registry.read_text())["sessions"]) == 1
 
 
+def test_a_re_spawn_replaces_the_inactive_row_and_drops_its_old_outcome(ws: Workspace, tmux: Tmux) -> None:
+    server = tmux.name()
+    ws.write_registry("version: 1\nsessions:\n- " + json.dumps({
+        "name": "again", "backend": "tmux", "server": server, "status": "terminated", "team": "blue",
+        "created_at": "2026-01-01T00:00:00Z", "terminated_at": "2026-01-01T01:00:00Z",
+        "terminated_reason": "absent from tmux server", "stopped_at": "2026-01-01T01:00:00Z",
+        "pane": {"cwd": "/old", "id": "%9"}}) + "\n")
+    ws.mam_json("spawn", "again", "--server", server, "--cwd", str(ws.root), "--command", STAND_IN)
+    rows = yaml.safe_load(ws.registry.read_text())["sessions"]
+    assert len(rows) == 1
+    row = rows[0]
+    assert row["status"] == "running" and row["team"] == "blue"  # a key of the user's own is kept
+    for stale in ("terminated_at", "terminated_reason", "stopped_at"):
+        assert stale not in row, row
+    assert row["created_at"] != "2026-01-01T00:00:00Z"
+    assert row["pane"]["cwd"] == str(ws.root) and row["pane"]["id"] != "%9"
+
+
 def test_stop_then_status(ws: Workspace, tmux: Tmux) -> None:
     server = tmux.name()
     ws.mam_json("spawn", "short-lived", "--server", server, "--command", STAND_IN)
