@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import stat
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -84,32 +85,22 @@ class _Invalid(Exception):
 def _line_of(text: str, err: _Invalid) -> int | None:
     """Find the line of the offending row (or its field). Only run on the error path: it parses again."""
     from mam import yamlio
-    try:
-        root = yamlio.compose(text)
-    except yamlio.YAMLError:
-        return None
-    if root is None or not hasattr(root, "value") or not isinstance(root.value, list):
-        return None
-    node = root
-    if err.list_key is not None and isinstance(root.value, list):
-        for key_node, value_node in root.value:
-            if getattr(key_node, "value", None) == err.list_key:
-                node = value_node
-                break
-        if err.index is not None and isinstance(node.value, list) and err.index < len(node.value):
-            node = node.value[err.index]
-            if err.field is not None and isinstance(node.value, list):
-                for pair in node.value:
-                    if isinstance(pair, tuple) and getattr(pair[0], "value", None) == err.field:
-                        node = pair[0]
-                        break
-    return int(node.start_mark.line) + 1
+
+    path = [step for step in (err.list_key, err.index, err.field) if step is not None]
+    return yamlio.line_of(text, path, at_key=err.field is not None)
+
+
+def _brief(value: Any) -> str:
+    """A value for a message, bounded whatever it holds (a hand edit can put megabytes in one field)."""
+    from mam import yamlio
+
+    return yamlio.brief(value)
 
 
 def _optional_str(row: dict[str, Any], key: str, list_key: str, index: int) -> str | None:
     value = row.get(key)
     if value is not None and not isinstance(value, str):
-        raise _Invalid(f"{key} must be a string, got {type(value).__name__} {value!r} (quote it)",
+        raise _Invalid(f"{key} must be a string, got {type(value).__name__} {_brief(value)} (quote it)",
                        list_key, index, key)
     return value
 
@@ -121,7 +112,7 @@ def _validate(document: Any, default_backend: str) -> tuple[dict[str, Any], tupl
         raise _Invalid("the top level must be a mapping with a `sessions:` list")
     version = document.get("version", 1)
     if version != 1:
-        raise _Invalid(f"unsupported registry version {version!r} (this mam reads version 1)")
+        raise _Invalid(f"unsupported registry version {_brief(version)} (this mam reads version 1)")
     rows: list[Row] = []
     seen: dict[RowKey, str] = {}
     for list_key in (SESSIONS, LEGACY_SESSIONS):
@@ -138,18 +129,18 @@ def _validate(document: Any, default_backend: str) -> tuple[dict[str, Any], tupl
             if name is None:
                 raise _Invalid(f"{list_key}[{index}] has no `name`", list_key, index)
             if not isinstance(name, str):
-                raise _Invalid(f"name must be a string, got {type(name).__name__} {name!r} (quote it)",
+                raise _Invalid(f"name must be a string, got {type(name).__name__} {_brief(name)} (quote it)",
                                list_key, index, "name")
             if not NAME_PATTERN.fullmatch(name):
-                raise _Invalid(f"invalid name {name!r}", list_key, index, "name")
+                raise _Invalid(f"invalid name {_brief(name)}", list_key, index, "name")
             server = raw.get(server_key)
             if server is None:
                 raise _Invalid(f"row {name!r} has no `{server_key}`", list_key, index)
             if not isinstance(server, str):
-                raise _Invalid(f"{server_key} must be a string, got {type(server).__name__} {server!r}",
+                raise _Invalid(f"{server_key} must be a string, got {type(server).__name__} {_brief(server)}",
                                list_key, index, server_key)
             if not NAME_PATTERN.fullmatch(server):
-                raise _Invalid(f"invalid {server_key} {server!r}", list_key, index, server_key)
+                raise _Invalid(f"invalid {server_key} {_brief(server)}", list_key, index, server_key)
             backend = _optional_str(raw, "backend", list_key, index)
             if list_key == LEGACY_SESSIONS:
                 if backend not in (None, LEGACY_BACKEND):
@@ -159,12 +150,12 @@ def _validate(document: Any, default_backend: str) -> tuple[dict[str, Any], tupl
             elif backend is None:
                 backend = default_backend
             elif not NAME_PATTERN.fullmatch(backend):
-                raise _Invalid(f"invalid backend {backend!r}", list_key, index, "backend")
+                raise _Invalid(f"invalid backend {_brief(backend)}", list_key, index, "backend")
             status = _optional_str(raw, "status", list_key, index)
             agent = _optional_str(raw, "agent", list_key, index)
             pane = raw.get("pane")
             if pane is not None and not isinstance(pane, dict):
-                raise _Invalid(f"pane must be a mapping like {{cwd: /repo, id: \"w1:p2\"}}, got {pane!r}",
+                raise _Invalid(f"pane must be a mapping like {{cwd: /repo, id: \"w1:p2\"}}, got {_brief(pane)}",
                                list_key, index, "pane")
             pane = pane or {}
             cwd, pane_id = pane.get("cwd"), pane.get("id")
@@ -178,6 +169,9 @@ def _validate(document: Any, default_backend: str) -> tuple[dict[str, Any], tupl
     return document, tuple(rows)
 
 
+_HAND_FIX = "fix the file by hand; mam never rewrites a registry it cannot read"
+
+
 def parse(text: str, path: Path, default_backend: str) -> tuple[dict[str, Any], tuple[Row, ...]]:
     """Parse and validate registry text; raise `invalid_registry` naming the file and line."""
     from mam import yamlio  # only for files not in the form mam writes (mam/registry_text.py)
@@ -186,29 +180,46 @@ def parse(text: str, path: Path, default_backend: str) -> tuple[dict[str, Any], 
         document = yamlio.load(text)
     except yamlio.YAMLError as exc:
         line = yamlio.error_line(exc)
-        problem = getattr(exc, "problem", None) or "not valid YAML"
-        raise MamError("invalid_registry", f"{path}{f':{line}' if line else ''}: not valid YAML: {problem}",
-                       hint="fix the file by hand; mam never rewrites a registry it cannot read") from None
+        raise MamError("invalid_registry", f"{path}{f':{line}' if line else ''}: {yamlio.error_message(exc)}",
+                       hint=_HAND_FIX) from None
     try:
         return _validate(document, default_backend)
     except _Invalid as err:
         line = _line_of(text, err)
-        raise MamError("invalid_registry", f"{path}{f':{line}' if line else ''}: {err.message}",
-                       hint="fix the file by hand; mam never rewrites a registry it cannot read") from None
+        raise MamError("invalid_registry", f"{path}{f':{line}' if line else ''}: {yamlio.cap(err.message)}",
+                       hint=_HAND_FIX) from None
 
 
-def _read_text(path: Path) -> str | None:
+def _read_text(path: Path, shown: Path) -> str | None:
+    """The file's text, or None when there is none. Only a regular file is read: a FIFO would block."""
     try:
-        return path.read_text(encoding="utf-8")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         return None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise MamError("invalid_registry", f"{path}: cannot read: {exc}") from None
+    except OSError as exc:
+        raise MamError("invalid_registry", f"{shown}: cannot read: {exc.strerror}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise MamError("invalid_registry", f"{shown}: not a regular file", hint=_HAND_FIX)
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            data = handle.read()
+    except OSError as exc:
+        raise MamError("invalid_registry", f"{shown}: cannot read: {exc.strerror}") from None
+    finally:
+        os.close(fd)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise MamError("invalid_registry", f"{shown}:{line}: not UTF-8 text (byte 0x{data[exc.start]:02x})",
+                       hint=_HAND_FIX) from None
 
 
-def _read(path: Path, default_backend: str) -> tuple[dict[str, Any], tuple[Row, ...]] | None:
-    """The validated document, or None when there is no file."""
-    text = _read_text(path)
+def _read(path: Path, default_backend: str, shown: Path | None = None) -> tuple[dict[str, Any], tuple[Row, ...]] | None:
+    """The validated document, or None when there is no file. Messages name `shown` (the path the user
+    knows) when mam reads it through the link's target."""
+    shown = shown or path
+    text = _read_text(path, shown)
     if text is None:
         return None
     document = registry_text.fast_load(text)  # a file as mam writes it, without the YAML parser
@@ -217,7 +228,7 @@ def _read(path: Path, default_backend: str) -> tuple[dict[str, Any], tuple[Row, 
             return _validate(document, default_backend)
         except _Invalid:
             pass  # parse it as YAML, which can name the line
-    return parse(text, path, default_backend)
+    return parse(text, shown, default_backend)
 
 
 def load(path: Path, default_backend: str) -> Registry:
@@ -228,15 +239,31 @@ def load(path: Path, default_backend: str) -> Registry:
     return Registry(path, found[0], found[1], exists=True)
 
 
+def _write_target(path: Path) -> Path:
+    """The file a write replaces. A symlinked registry (say, one file shared by several checkouts) is resolved
+    once, and its target locked and replaced: the link stays a link, and every link to the file shares the
+    target's lock."""
+    if not path.is_symlink():
+        return path
+    try:
+        return Path(os.path.realpath(path, strict=True))
+    except FileNotFoundError:
+        return Path(os.path.realpath(path))  # a dangling link: the first write creates what it points at
+    except OSError as exc:  # a loop
+        raise MamError("operation_failed", f"{path}: cannot follow the link: {exc.strerror}",
+                       hint="point the link at a file, or replace it with the file") from None
+
+
 @contextmanager
 def _locked(path: Path, timeout: float = LOCK_TIMEOUT) -> Iterator[None]:
     """An exclusive lock on a sibling file: the registry itself is replaced by rename, so it cannot hold one.
-    A lock held by a dead process is released by the kernel."""
+    A lock held by a dead process is released by the kernel. A planted link in its place is not followed."""
     lock_path = path.with_name(path.name + ".lock")
     try:
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     except OSError as exc:
-        raise MamError("operation_failed", f"{lock_path}: cannot open the registry lock: {exc.strerror}") from None
+        reason = "it is a symbolic link" if exc.errno == errno.ELOOP else exc.strerror
+        raise MamError("operation_failed", f"{lock_path}: cannot open the registry lock: {reason}") from None
     try:
         deadline = time.monotonic() + timeout
         while True:
@@ -253,15 +280,30 @@ def _locked(path: Path, timeout: float = LOCK_TIMEOUT) -> Iterator[None]:
         os.close(fd)  # closing releases the lock
 
 
-def _write_atomically(path: Path, text: str) -> None:
+def _refuse_read_only(path: Path, shown: Path) -> None:
+    """A registry without write permission is one somebody meant to freeze: replacing it by rename would
+    succeed (that needs only the folder's permission), so say no instead."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise MamError("operation_failed", f"{shown}: cannot write the registry: {exc.strerror}") from None
+    if not mode & 0o222 or not os.access(path, os.W_OK):
+        raise MamError("operation_failed", f"{shown}: the registry is read-only (mode {mode & 0o777:04o}): "
+                       "refusing to replace it", hint=f"chmod u+w {shown} if mam may update it")
+
+
+def _write_atomically(path: Path, text: str, shown: Path) -> None:
     import tempfile
     directory = path.parent
     try:
         mode = path.stat().st_mode & 0o777
     except FileNotFoundError:
         mode = 0o644
-    fd, tmp = tempfile.mkstemp(prefix="." + path.name + ".", suffix=".tmp", dir=directory)
+    tmp: str | None = None
     try:
+        fd, tmp = tempfile.mkstemp(prefix="." + path.name + ".", suffix=".tmp", dir=directory)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()
@@ -269,12 +311,13 @@ def _write_atomically(path: Path, text: str) -> None:
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
         if isinstance(exc, OSError):
-            raise MamError("operation_failed", f"{path}: cannot write the registry: {exc.strerror or exc}",
+            raise MamError("operation_failed", f"{shown}: cannot write the registry: {exc.strerror or exc}",
                            hint="the registry was left as it was") from None
         raise
     dir_fd = os.open(directory, os.O_RDONLY)
@@ -307,9 +350,10 @@ def update(path: Path, default_backend: str, change: Change) -> Registry:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise MamError("operation_failed", f"{path.parent}: cannot create: {exc.strerror}") from None
-    with _locked(path):
-        _remove_stale_temporaries(path)
-        found = _read(path, default_backend)
+    target = _write_target(path)
+    with _locked(target):
+        _remove_stale_temporaries(target)
+        found = _read(target, default_backend, shown=path)
         document, rows = found if found is not None else ({}, ())
         if not change(document, rows):
             return Registry(path, document, rows, exists=found is not None)
@@ -319,5 +363,6 @@ def update(path: Path, default_backend: str, change: Change) -> Registry:
             document, rows = _validate(document, default_backend)
         except _Invalid as err:
             raise MamError("invalid_registry", f"{path}: refusing to write: {err.message}") from None
-        _write_atomically(path, registry_text.dump(document))
+        _refuse_read_only(target, path)
+        _write_atomically(target, registry_text.dump(document), path)
         return Registry(path, document, rows, exists=True)

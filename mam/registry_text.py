@@ -26,9 +26,17 @@ def _no_float(text: str) -> Any:
     raise ValueError(f"not a value mam writes as JSON: {text}")
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result = dict(pairs)
+    if len(result) != len(pairs):  # json keeps the last of a repeated key; YAML refuses the file (yamlio)
+        raise ValueError("duplicate key")
+    return result
+
+
 _encode = json.JSONEncoder(ensure_ascii=False).encode
 # No floats (YAML 1.1 reads `1e+16` as a string) and no NaN: a row holding one is written as YAML instead.
-_decode = json.JSONDecoder(parse_float=_no_float, parse_constant=_no_float).decode
+# A repeated key is never taken either: the line goes to YAML, which names it.
+_decode = json.JSONDecoder(parse_float=_no_float, parse_constant=_no_float, object_pairs_hook=_unique_keys).decode
 
 
 def _short_keys(value: Any) -> bool:
@@ -76,6 +84,7 @@ def dump(document: dict[str, Any]) -> str:
 
 
 _HEADER = re.compile(r"(version|sessions|herdr_sessions): ?(.*)")
+_VERSION = re.compile(r"[0-9]{1,9}")  # ASCII digits, few enough for int(): anything else is YAML's to read
 
 
 def fast_load(text: str) -> dict[str, Any] | None:
@@ -105,7 +114,7 @@ def fast_load(text: str) -> dict[str, Any] | None:
             return None
         key, rest = match[1], match[2]
         if key == "version":
-            if not rest.isdigit() or line != f"version: {int(rest)}":
+            if not _VERSION.fullmatch(rest) or line != f"version: {int(rest)}":
                 return None
             document[key], rows = int(rest), None
         elif line == f"{key}:":

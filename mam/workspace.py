@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,42 +63,96 @@ def find_root(explicit: str | None, env: Mapping[str, str], cwd: Path) -> Path:
     return cwd
 
 
-def _string_list(value: object, where: str, path: Path) -> tuple[str, ...]:
+CONFIG_KEYS = ("backend", "env")
+ENV_KEYS = ("scrub", "keep")
+# A variable name, or a prefix ending in `*` (envscrub.matches); `*` alone is every variable.
+_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\*?|\*")
+_CONFIG_HINT = "fix .mam/config.yaml: it takes `backend:` and `env:` with `scrub:` and `keep:` lists"
+
+
+class _ConfigError(Exception):
+    def __init__(self, message: str, *where: str | int, at_key: bool = False) -> None:
+        super().__init__(message)
+        self.message, self.where, self.at_key = message, where, at_key
+
+
+def _unknown_keys(mapping: dict[object, object], allowed: tuple[str, ...], *where: str) -> None:
+    """Refuse a key mam does not know: a misspelled `scrubs:` must not silently drop a scrub rule."""
+    from mam import yamlio
+
+    for key in mapping:
+        if key not in allowed:
+            inside = f" in `{'.'.join(where)}:`" if where else ""
+            raise _ConfigError(f"unknown key {yamlio.brief(key, 40)}{inside} (expected {' or '.join(allowed)})",
+                               *where, str(key), at_key=True)
+
+
+def _patterns(env: dict[object, object], key: str) -> tuple[str, ...]:
+    from mam import yamlio
+
+    value = env.get(key)
     if value is None:
         return ()
-    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-        raise MamError("invalid_config", f"{path}: {where} must be a list of variable names or PREFIX_* patterns")
+    if not isinstance(value, list):
+        raise _ConfigError(f"env.{key} must be a list of variable names or PREFIX_* patterns, "
+                           f"got {type(value).__name__} {yamlio.brief(value, 40)}", "env", key)
+    for index, pattern in enumerate(value):
+        if not isinstance(pattern, str) or not _PATTERN.fullmatch(pattern):
+            raise _ConfigError(f"env.{key}: {yamlio.brief(pattern, 40)} is not a variable name or a PREFIX_* "
+                               "pattern", "env", key, index)
     return tuple(value)
 
 
-def load_config(root: Path) -> Config:
-    path = root / ".mam" / "config.yaml"
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return Config(path)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise MamError("invalid_config", f"{path}: cannot read: {exc}") from None
+def _config(data: object, path: Path) -> Config:
     from mam import yamlio
 
-    try:
-        data = yamlio.load(text)
-    except yamlio.YAMLError as exc:
-        line = yamlio.error_line(exc)
-        where = f":{line}" if line else ""
-        raise MamError("invalid_config", f"{path}{where}: not valid YAML") from None
     if data is None:
         return Config(path)
     if not isinstance(data, dict):
-        raise MamError("invalid_config", f"{path}: the top level must be a mapping")
+        raise _ConfigError(f"the top level must be a mapping, got {type(data).__name__}")
+    _unknown_keys(data, CONFIG_KEYS)
     backend = data.get("backend")
     if backend is not None and not is_valid_name(backend):
-        raise MamError("invalid_config", f"{path}: backend must be a backend name, got {backend!r}")
-    env = data.get("env") or {}
+        raise _ConfigError(f"backend must be a backend name, got {yamlio.brief(backend, 40)}", "backend")
+    env = data.get("env")
+    if env is None:  # `env:` with nothing under it
+        return Config(path, backend)
     if not isinstance(env, dict):
-        raise MamError("invalid_config", f"{path}: env must be a mapping with scrub: and keep: lists")
-    return Config(path, backend, _string_list(env.get("scrub"), "env.scrub", path),
-                  _string_list(env.get("keep"), "env.keep", path))
+        raise _ConfigError(f"env must be a mapping with scrub: and keep: lists, got {type(env).__name__} "
+                           f"{yamlio.brief(env, 40)}", "env")
+    _unknown_keys(env, ENV_KEYS, "env")
+    return Config(path, backend, _patterns(env, "scrub"), _patterns(env, "keep"))
+
+
+def load_config(root: Path) -> Config:
+    """`.mam/config.yaml`, validated: anything mam would not use is refused with its line, never ignored."""
+    path = root / ".mam" / "config.yaml"
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return Config(path)
+    except OSError as exc:
+        raise MamError("invalid_config", f"{path}: cannot read: {exc.strerror}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        bad_line = data.count(b"\n", 0, exc.start) + 1
+        raise MamError("invalid_config", f"{path}:{bad_line}: not UTF-8 text (byte 0x{data[exc.start]:02x})",
+                       hint=_CONFIG_HINT) from None
+    from mam import yamlio
+
+    try:
+        document = yamlio.load(text)
+    except yamlio.YAMLError as exc:
+        line = yamlio.error_line(exc)
+        raise MamError("invalid_config", f"{path}{f':{line}' if line else ''}: {yamlio.error_message(exc)}",
+                       hint=_CONFIG_HINT) from None
+    try:
+        return _config(document, path)
+    except _ConfigError as err:
+        line = yamlio.line_of(text, err.where, at_key=err.at_key)
+        raise MamError("invalid_config", f"{path}{f':{line}' if line else ''}: {yamlio.cap(err.message)}",
+                       hint=_CONFIG_HINT) from None
 
 
 def open_workspace(explicit: str | None = None, env: Mapping[str, str] | None = None,

@@ -156,7 +156,8 @@ def test_what_mam_writes_reads_back_the_same_through_yaml_and_the_fast_path(docu
                                      st.text(max_size=6) | st.integers() | st.booleans(), max_size=4),
                      min_size=1, max_size=3),
        edits=st.lists(st.tuples(st.integers(min_value=0), st.sampled_from(["insert", "delete", "replace"]),
-                                st.sampled_from(list(' "\\:,{}[]#-\n\t\'0eE.xu') + ["\\u0041", "1e5", "\u2028"])),
+                                st.sampled_from(list(' "\\:,{}[]#-\n\t\'0eE.xu&*') + [
+                                    "\\u0041", "1e5", "\u2028", "&a ", "*a", '"name": "x", ', "\nsessions:\n"])),
                       min_size=1, max_size=3))
 def test_a_hand_edit_of_a_mam_written_file_is_never_read_differently_by_the_fast_path(
         rows: list[dict[str, Any]], edits: list[tuple[int, str, str]]) -> None:
@@ -178,3 +179,49 @@ def test_a_hand_edit_of_a_mam_written_file_is_never_read_differently_by_the_fast
         assert fast is None  # YAML refuses it: so must the fast path, so the error can name the line
         return
     assert fast is None or fast == expected
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=st.lists(st.dictionaries(st.sampled_from(["status", "agent", "note"]), yaml_values, max_size=3),
+                     min_size=1, max_size=3),
+       shared=st.lists(st.integers(), min_size=1, max_size=3), at=st.integers(min_value=0))
+def test_a_value_written_twice_as_an_alias_is_refused_with_a_line(tmp_path: Path, rows: list[dict[str, Any]],
+                                                                  shared: list[int], at: int) -> None:
+    """PyYAML writes one object held twice as an anchor and an alias: mam refuses such a file, whatever
+    else it holds, before anything expands it."""
+    document = {"version": 1, "sessions": [{"name": f"a{i}", "server": "s", **row} for i, row in enumerate(rows)]}
+    document["sessions"][at % len(rows)]["extra"] = shared
+    document["owner"] = shared
+    path = tmp_path / "agent-sessions.yaml"
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    assert "&id" in path.read_text()
+    with pytest.raises(MamError) as info:
+        registry.load(path, "herdr")
+    assert info.value.code == "invalid_registry"
+    assert info.value.message.startswith(f"{path}:") and "anchors and aliases" in info.value.message
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=st.lists(st.dictionaries(st.sampled_from(["status", "agent", "note"]), st.text(max_size=6),
+                                     max_size=3), min_size=1, max_size=4),
+       at=st.integers(min_value=0), which=st.integers(min_value=0))
+def test_a_key_written_twice_in_a_hand_edited_row_is_refused_with_its_line(
+        tmp_path: Path, rows: list[dict[str, Any]], at: int, which: int) -> None:
+    document = {"version": 1, "sessions": [{"name": f"a{i}", "server": "s", **row} for i, row in enumerate(rows)]}
+    row = document["sessions"][at % len(rows)]
+    key = list(row)[which % len(row)]
+    lines = yaml.safe_dump(document, sort_keys=False).splitlines(keepends=True)
+    row_start = [n for n, line in enumerate(lines) if line.startswith("- name: ")][at % len(rows)]
+    lines.insert(row_start + 1, f"  {key}: again\n")  # a second `key:` inside that row, as a hand edit would
+    path = tmp_path / "agent-sessions.yaml"
+    path.write_text("".join(lines))
+    before = path.read_bytes()
+    with pytest.raises(MamError) as info:
+        registry.load(path, "herdr")
+    message = info.value.message
+    assert message.startswith(f"{path}:") and f"duplicate key {key!r}" in message, message
+    line = int(message[len(f"{path}:"):].split(":")[0])
+    assert lines[line - 1].lstrip("- ").startswith(f"{key}:")  # the line of one of the two
+    with pytest.raises(MamError):
+        registry.update(path, "herdr", lambda document, found: True)
+    assert path.read_bytes() == before

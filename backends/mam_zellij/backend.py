@@ -7,7 +7,7 @@ import re
 import time
 from collections.abc import Mapping
 
-from mam import runner
+from mam import logfile, runner
 from mam.listing import find_for_stop
 from mam.model import (
     Agent,
@@ -151,7 +151,7 @@ class ZellijBackend:
         result = self._run(["attach", "--create-background", server], timeout=ctx.timeout, env=ctx.env,
                            cwd=str(ctx.cwd))
         ctx.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(ctx.log_path, "a", encoding="utf-8") as log:
+        with logfile.open_text_log(ctx.log_path) as log:
             log.write(result.stdout + result.stderr)
         already = "Session already exists" in result.stderr
         if result.returncode != 0 and not already:
