@@ -111,6 +111,21 @@ def test_a_huge_value_in_the_config_is_never_repeated_into_the_message(ws: Works
     assert len(proc.stderr) < 400, len(proc.stderr)
 
 
+@pytest.mark.parametrize("nesting", ["[" * 100_000 + "]" * 100_000, "{a: " * 50_000 + "b" + "}" * 50_000],
+                         ids=["lists", "mappings"])
+def test_deep_nesting_is_refused_with_its_line_not_a_crash(ws: Workspace, nesting: str) -> None:
+    # The C composer recurses once per level: this used to kill mam with a segmentation fault.
+    ws.write_registry("version: 1\nsessions:\n  - {name: a, server: gone, extra: " + nesting + "}\n")
+    proc = ws.mam("status")
+    _assert_refused(proc, f"{ws.registry}:3: nested more than")
+
+
+def test_a_merge_key_is_refused(ws: Workspace) -> None:
+    ws.write_registry("version: 1\nsessions:\n  - name: a\n    server: gone\n    <<: {status: running}\n")
+    proc = ws.mam("status")
+    _assert_refused(proc, f"{ws.registry}:5: YAML merge keys")
+
+
 # --- item 10: duplicate keys -----------------------------------------------------------------------------
 
 DUPLICATES = {
@@ -190,6 +205,23 @@ def test_a_registry_link_loop_is_refused(ws: Workspace) -> None:
     proc = ws.mam("spawn", "a1", "--agent", "claude", "--server", "live")
     _assert_refused(proc, f"{ws.registry}: cannot read: Too many levels of symbolic links")
     assert ws.registry.is_symlink()
+
+
+def test_a_planted_lock_link_is_not_followed(ws: Workspace, tmp_path: Path) -> None:
+    ws.write_registry(ROW)
+    before = ws.registry.read_bytes()
+    victim = tmp_path / "would-be-created"
+    ws.registry.with_name("agent-sessions.yaml.lock").symlink_to(victim)
+    proc = ws.mam("reconcile", "--apply")
+    _assert_refused(proc, f"{ws.registry}.lock: cannot open the registry lock: it is a symbolic link", code=1)
+    assert not victim.exists() and ws.registry.read_bytes() == before
+
+
+def test_a_fifo_registry_is_refused_not_waited_on(ws: Workspace) -> None:
+    ws.registry.parent.mkdir()
+    os.mkfifo(ws.registry)
+    proc = ws.mam("status", timeout=20)
+    _assert_refused(proc, f"{ws.registry}: not a regular file")
 
 
 def _bootstrap_args(backend: str) -> list[str]:
