@@ -8,7 +8,7 @@ import subprocess
 import time
 from typing import Any
 
-from mam import runner
+from mam import logfile, runner
 from mam.listing import find_for_stop
 from mam.model import (
     Agent,
@@ -25,9 +25,15 @@ from mam.model import (
 )
 
 EXECUTABLE = "herdr"
-# `agent start --kind` accepts these (reference/herdr.md section 8); herdr types the agent's executable itself.
-KINDS = frozenset(("pi claude codex gemini cursor devin agy cline omp mastracode opencode copilot kimi kiro droid "
-                   "amp grok hermes kilo qodercli qwen maki claude-code antigravity").split())
+# `agent start --kind` accepts these kinds (reference/herdr.md section 8). herdr types each kind's own program
+# into the pane's shell itself, with the arguments after `--` quoted one by one: it cannot run any other program.
+PROGRAMS = {
+    "pi": "pi", "claude": "claude", "claude-code": "claude", "codex": "codex", "gemini": "gemini",
+    "cursor": "cursor-agent", "devin": "devin", "agy": "agy", "antigravity": "agy", "cline": "cline", "omp": "omp",
+    "mastracode": "mastracode", "opencode": "opencode", "copilot": "copilot", "kimi": "kimi", "kiro": "kiro-cli",
+    "droid": "droid", "amp": "amp", "grok": "grok", "hermes": "hermes", "kilo": "kilo", "qodercli": "qodercli",
+    "qwen": "qwen", "maki": "maki",
+}
 AGENT_NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}")  # herdr's own rule, stricter than mam's
 POLL_INTERVAL = 0.05
 
@@ -135,7 +141,7 @@ class HerdrBackend:
             return BootstrapResult(False, True, f"herdr session {server} is already running")
         ctx.log_path.parent.mkdir(parents=True, exist_ok=True)
         argv = _argv(server, "server")
-        with open(ctx.log_path, "ab") as log:
+        with logfile.open_log(ctx.log_path) as log:
             try:
                 # herdr's server stays in the foreground: detach it as herdr's own TUI does.
                 proc = subprocess.Popen(  # noqa: S603 - explicit argv, no shell
@@ -179,8 +185,16 @@ class HerdrBackend:
         return _argv(server, *args)
 
     def spawn(self, server: str, request: SpawnRequest, ctx: CallContext) -> SpawnResult:
-        if request.agent not in KINDS:
+        kind = request.agent or ""
+        program = PROGRAMS.get(kind)
+        if program is None:
             return SpawnResult(False, f"herdr starts only the agent kinds it knows, not {request.agent!r} "
+                                      "(--command is for tmux and zellij)")
+        if request.argv[:1] != (program,):
+            # Handing herdr only argv[1:] would run `program` instead of what was asked: refuse.
+            first = request.argv[0] if request.argv else ""
+            shown = first if len(first) <= 60 else first[:60] + "..."
+            return SpawnResult(False, f"herdr runs {kind}'s own program {program!r}, not {shown!r} "
                                       "(--command is for tmux and zellij)")
         if not AGENT_NAME.fullmatch(request.name):
             return SpawnResult(False, f"herdr agent names are lower-case letters, digits, '_' and '-', starting "
@@ -193,7 +207,7 @@ class HerdrBackend:
         pane_id = pane.get("pane_id") if isinstance(pane, dict) else None
         if not isinstance(pane_id, str):
             return SpawnResult(False, "herdr workspace create gave no root pane")
-        started = self._call(server, ["agent", "start", request.name, "--kind", request.agent, "--pane", pane_id,
+        started = self._call(server, ["agent", "start", request.name, "--kind", kind, "--pane", pane_id,
                                       "--", *request.argv[1:]], ctx, "agent_started")
         if isinstance(started, Failure):
             return SpawnResult(False, "herdr agent start failed", failure=started)
