@@ -168,6 +168,19 @@ class SpawningBackend(Backend, Protocol):
 
 
 @dataclass(frozen=True)
+class ServerOptions:
+    """The options of a backend's CLI that pick a server or socket. `mam exec` and the shims refuse them: the
+    server is the one mam names, so a passed-through command line cannot reach another one."""
+
+    names: tuple[str, ...] = ()  # "-L", "--session": also attached ("-Lx", "--session=x") and, when one letter,
+    #                               inside a cluster of one-letter flags ("-NL x")
+    valued: tuple[str, ...] = ()  # the CLI's other options that take a value ("-f FILE"), so that a value is
+    #                               never taken for the command word
+    before_command: bool = False  # True: options count only before the command word (tmux's getopt), the words
+    #                               after it are the command's own (`capture-pane -S -5`); False: anywhere
+
+
+@dataclass(frozen=True)
 class BackendSpec:
     """A backend a plugin declares. `load` imports the working module only when the backend is used."""
 
@@ -177,6 +190,7 @@ class BackendSpec:
     load: Callable[[], Backend]
     markers: tuple[str, ...] = ()  # env variables (or PREFIX_* patterns) it sets in its panes
     provider: str = field(default="", compare=False)  # filled in by the plugin manager
+    server_options: ServerOptions = ServerOptions()  # refused in `mam exec` and the shims
 
 
 @dataclass(frozen=True)

@@ -3,19 +3,23 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from mam.app import App
 from mam.commands import start_server
 from mam.errors import MamError
-from mam.model import CallContext, ServerState
+from mam.model import CallContext, ServerOptions, ServerState
 from mam.names import check_name
 from mam.query import query_server
 
 SHIM_MARKER = ".mam-shim"  # a folder holding this file is a shim folder: never searched for a real binary
+SHIM_SIGNATURE = b"# mam shim:"  # the second line of every shim, old or new: how a copy is recognised
+SHIM_GUARD = "MAM_SHIM_GUARD"  # set by a shim for its own call: "PID:START" of the process that ran it
 SHIMS = ("herdr", "tmux", "zellij")
 
 
@@ -24,12 +28,65 @@ def path_without_shims(path: str) -> str:
     return os.pathsep.join(p for p in path.split(os.pathsep) if p and not (Path(p) / SHIM_MARKER).exists())
 
 
+def refused_option(args: Sequence[str], options: ServerOptions) -> str | None:
+    """The first word of `args` that the backend's CLI would read as one of its server options, or None.
+
+    `args` start where the CLI reads its own options (right after the server mam names). Where in doubt it
+    refuses: a value that looks like an option is checked as one, and `--` does not end the options."""
+    letters = {n[1] for n in options.names if len(n) == 2 and n[0] == "-" and n[1] != "-"}
+    longs = tuple(n for n in options.names if n.startswith("--"))
+    valued_letters = {n[1] for n in options.valued if len(n) == 2 and n[0] == "-" and n[1] != "-"}
+    valued_longs = {n for n in options.valued if n.startswith("--")}
+    i = 0
+    while i < len(args):
+        word = args[i]
+        i += 1
+        if any(word == n or word.startswith(n + "=") for n in longs):
+            return word
+        takes_value = False
+        if word.startswith("--"):  # `--` itself, or another long option
+            takes_value = word in valued_longs
+        elif word.startswith("-") and len(word) > 1:  # a cluster of one-letter options: -NL, -Lname, -f FILE
+            for at, letter in enumerate(word[1:], start=2):
+                if letter in letters:
+                    return word
+                if letter in valued_letters:
+                    takes_value = at == len(word)  # else the value is the rest of this word
+                    break
+        elif options.before_command:
+            return None  # the command word: what follows is the command's own
+        if takes_value and i < len(args) and not (args[i].startswith("-") and len(args[i]) > 1):
+            i += 1  # skip the value, unless it looks like an option: then it is checked as one
+    return None
+
+
+def _shown(word: str, limit: int = 60) -> str:
+    """A word for a one-line message: quoted, so no newline of it can end the line, and capped."""
+    return repr(word if len(word) <= limit else word[:limit] + "...")
+
+
+def is_shim(program: str) -> bool:
+    """A mam shim, whatever its name and folder: it resolves into a shim folder, or it is a copy of a shim."""
+    real = Path(program).resolve()
+    if (real.parent / SHIM_MARKER).exists():
+        return True
+    try:
+        with open(real, "rb") as f:
+            return SHIM_SIGNATURE in f.read(4096)  # its second line, after a shebang of any length
+    except OSError:
+        return False
+
+
 def exec_command(app: App, server: str | None, args: list[str]) -> tuple[str, list[str], dict[str, str]]:
     """The program, argv and environment `mam exec` replaces itself with."""
     name = server or app.env.get("MAM_SERVER")
     if not name:
         raise MamError("usage", "mam exec needs a server", hint="pass --server NAME or set MAM_SERVER")
     check_name(name, "server name")
+    word = refused_option(args, app.plugins.spec(app.backend_name).server_options)
+    if word is not None:  # before anything runs: it would reach another server than the one mam names
+        raise MamError("usage", f"exec refuses {_shown(word)}: it selects a {app.backend_name} server or socket, "
+                                f"and exec reaches only the one mam names (--server {name})")
     backend = app.plugins.backend(app.backend_name)
     argv = app.plugins.client_argv(backend, name, args)
     if not argv:  # a plugin wrapping the hook may still decline
@@ -40,19 +97,74 @@ def exec_command(app: App, server: str | None, args: list[str]) -> tuple[str, li
     if program is None:
         raise MamError("backend_unavailable", f"{argv[0]}: not found on PATH",
                        hint=f"install {argv[0]}, or choose another backend with --backend")
+    if is_shim(program):
+        # Every backend call (the query, a bootstrap, the exec) would run it, and it would call mam again.
+        real = str(Path(program).resolve())
+        where = _shown(program, 200) + (f" -> {_shown(real, 200)}" if real != program else "")
+        raise MamError("operation_failed", f"{argv[0]} on PATH is a mam shim outside its folder ({where}), not the "
+                                           f"real {argv[0]}: remove it, or put the real {argv[0]} before it on PATH")
     if app.env.get("MAM_NO_AUTOSTART") != "1":
         outcome = query_server(app.plugins, app.backend_name, name, CallContext(app.timeout, app.backend_env))
         if outcome.state is ServerState.DOWN:
-            start_server(app, name)
+            # The server keeps its environment for life: the guard of this call stays out of it.
+            unguarded = {k: v for k, v in app.env.items() if k != SHIM_GUARD}
+            start_server(dataclasses.replace(app, env=unguarded), name)
     return program, [argv[0], *argv[1:]], env
 
 
+# A shim runs before mam is imported, so it checks its guard itself; only the standard library.
+_SHIM = """#!{python}
+# mam shim: `{backend} ARGS` runs as `mam --backend {backend} exec -- ARGS` against $MAM_SERVER.
+# A shim never runs itself: reached again from its own call (a link or copy of it elsewhere on PATH, a wrapper
+# that calls it), it stops with one line. {guard} names the process that ran the first shim: pid and start time.
+import os
+import sys
+
+
+def stat(pid):
+    # (parent pid, start time) of a live process, or None where /proc cannot tell
+    try:
+        with open(f"/proc/{{pid}}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return int(fields[1]), fields[19].decode()
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def mark(pid):
+    own = stat(pid)
+    return f"{{pid}}:{{own[1] if own else ''}}"
+
+
+def called_by_a_shim():
+    guard = os.environ.get("{guard}")
+    if not guard:
+        return False
+    pid = os.getpid()
+    if stat(pid) is None:  # no /proc: only this process and its parent can be checked
+        return guard.split(":")[0] in (str(pid), str(os.getppid()))
+    for _ in range(64):  # this process (a shim exec'ed in the same process) or any live ancestor
+        if mark(pid) == guard:
+            return True
+        up = stat(pid)
+        if up is None or up[0] <= 1:
+            return False
+        pid = up[0]
+    return False
+
+
+if called_by_a_shim():
+    sys.stderr.write(f"mam shim: {{sys.argv[0]!r}} was reached again from its own call (a shim linked or copied "
+                     "out of its folder, or a wrapper that calls one): nothing was run; put the real {backend} "
+                     "before it on PATH\\n")
+    sys.exit(1)
+os.environ["{guard}"] = mark(os.getpid())
+os.execv(sys.executable, [sys.executable, "-m", "mam", "--backend", "{backend}", "exec", "--", *sys.argv[1:]])
+"""
+
+
 def shim_source(backend: str) -> str:
-    return (f"#!{sys.executable}\n"
-            f"# mam shim: `{backend} ARGS` runs as `mam --backend {backend} exec -- ARGS` against $MAM_SERVER.\n"
-            "import os\nimport sys\n\n"
-            f"os.execv(sys.executable, [sys.executable, '-m', 'mam', '--backend', '{backend}', 'exec', '--',"
-            " *sys.argv[1:]])\n")
+    return _SHIM.format(python=sys.executable, backend=backend, guard=SHIM_GUARD)
 
 
 def install_shims(directory: Path) -> list[Path]:

@@ -67,3 +67,42 @@ def test_shim_routes_through_mam_and_never_calls_itself(ws: Workspace) -> None:
     starts = [c for c in ws.herdr.server_starts() if "fresh" in c["argv"]]
     assert len(starts) == 1 and "CLAUDECODE" not in starts[0]["env"]
     assert str(shim_dir) not in starts[0]["env"]["PATH"].split(os.pathsep)
+
+
+@pytest.mark.parametrize(("backend", "args", "refused"), [
+    # tmux: getopt reads options only up to the command word; values of -c, -f, -T are skipped
+    ("tmux", ["-L", "v", "kill-server"], "-L"),
+    ("tmux", ["-2uNLv", "ls"], "-2uNLv"),
+    ("tmux", ["-T", "RGB", "-S", "/x", "ls"], "-S"),
+    ("tmux", ["-f", "-Lx", "ls"], "-Lx"),  # a value that looks like an option is checked as one
+    ("tmux", ["capture-pane", "-p", "-S", "-5"], None),
+    ("tmux", ["send-keys", "-t", "=a:", "-l", "--", "-L"], None),
+    ("tmux", ["list-sessions", ";", "-L", "v"], None),  # a second command's words are its own
+    # zellij: its own options come before the subcommand; after it, -s is the subcommand's
+    ("zellij", ["-dsv", "ls"], "-dsv"),
+    ("zellij", ["--layout", "x.kdl", "--session=v"], "--session=v"),
+    ("zellij", ["list-sessions", "-s"], None),
+    ("zellij", ["run", "-s", "--", "sleep", "1"], None),
+    # herdr: --session anywhere, `--` included
+    ("herdr", ["pane", "read", "w1:p1", "--session", "v"], "--session"),
+    ("herdr", ["agent", "start", "a", "--", "--session=v"], "--session=v"),
+    ("herdr", ["agent", "read", "a", "--lines", "5"], None),
+])
+def test_server_options_are_read_from_the_backend_declaration(backend: str, args: list[str],
+                                                              refused: str | None) -> None:
+    from mam.passthrough import refused_option
+    from mam.plugins import Plugins
+
+    options = Plugins({}).spec(backend).server_options
+    assert refused_option(args, options) == refused
+
+
+def test_a_third_party_backend_declares_its_own_server_options() -> None:
+    from mam.model import ServerOptions
+    from mam.passthrough import refused_option
+
+    options = ServerOptions(names=("--socket", "-x"), valued=("-o",), before_command=True)
+    assert refused_option(["-o", "v", "--socket=/s", "run"], options) == "--socket=/s"
+    assert refused_option(["-qx", "s"], options) == "-qx"
+    assert refused_option(["run", "-x"], options) is None
+    assert refused_option(["-L", "v"], ServerOptions()) is None  # nothing declared, nothing refused

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from mam.hookspecs import hookimpl
-from mam.model import Backend, BackendSpec, ScrubRule
+from mam.model import Backend, BackendSpec, ScrubRule, ServerOptions
 
 # What herdr sets in each of its panes (reference/herdr.md section 7 and env-markers.md).
 MARKERS = (
     "HERDR_ENV", "HERDR_SOCKET_PATH", "HERDR_CLIENT_SOCKET_PATH", "HERDR_BIN_PATH", "HERDR_SESSION",
     "HERDR_WORKSPACE_ID", "HERDR_TAB_ID", "HERDR_PANE_ID", "HERDR_STARTUP_CWD", "HERDR_PLUGIN_*",
 )
+# herdr takes `--session NAME` / `--session=NAME` anywhere before a literal `--`; refused after it too, to be safe.
+SERVER_OPTIONS = ServerOptions(names=("--session",))
 
 
 def _load() -> Backend:
@@ -21,7 +23,8 @@ def _load() -> Backend:
 @hookimpl
 def mam_backends() -> list[BackendSpec]:
     return [BackendSpec(name="herdr", description="herdr, the agent-focused terminal multiplexer",
-                        executable="herdr", load=_load, markers=MARKERS)]
+                        executable="herdr", load=_load, markers=MARKERS,
+                        server_options=SERVER_OPTIONS)]
 
 
 @hookimpl

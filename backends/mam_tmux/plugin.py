@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from mam.hookspecs import hookimpl
-from mam.model import Backend, BackendSpec, ScrubRule
+from mam.model import Backend, BackendSpec, ScrubRule, ServerOptions
 
 MARKERS = ("TMUX", "TMUX_PANE")
+# tmux [-2CDlNuvV] [-c shell-command] [-f file] [-L socket-name] [-S socket-path] [-T features] [command ...]:
+# getopt stops at the command word, after which -L and -S are a command's own flags (capture-pane -S -5).
+SERVER_OPTIONS = ServerOptions(names=("-L", "-S"), valued=("-c", "-f", "-T"), before_command=True)
 
 
 def _load() -> Backend:
@@ -17,7 +20,7 @@ def _load() -> Backend:
 @hookimpl
 def mam_backends() -> list[BackendSpec]:
     return [BackendSpec(name="tmux", description="tmux; a server is a socket name (-L NAME)", executable="tmux",
-                        load=_load, markers=MARKERS)]
+                        load=_load, markers=MARKERS, server_options=SERVER_OPTIONS)]
 
 
 @hookimpl
