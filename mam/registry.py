@@ -362,7 +362,8 @@ def update(path: Path, default_backend: str, change: Change) -> Registry:
         try:  # validate the changed document itself: a change can never leave an invalid file behind
             document, rows = _validate(document, default_backend)
         except _Invalid as err:
-            raise MamError("invalid_registry", f"{path}: refusing to write: {err.message}") from None
+            from mam import yamlio
+            raise MamError("invalid_registry", f"{path}: refusing to write: {yamlio.cap(err.message)}") from None
         _refuse_read_only(target, path)
         _write_atomically(target, registry_text.dump(document), path)
         return Registry(path, document, rows, exists=True)
