@@ -10,8 +10,46 @@ from typing import Any
 _COLOURS = {"up": "32", "alive": "32", "down": "31", "absent": "31", "unknown": "33"}
 
 
+MIN_WIDTH = 6  # a column is never cut narrower than this
+WIDE_WIDTH = 16  # long columns give way down to this before short ones are touched
+ELLIPSIS = "…"
+
+
 def use_colour() -> bool:
-    return sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    return sys.stdout.isatty() and "NO_COLOR" not in os.environ and os.environ.get("TERM") != "dumb"
+
+
+def terminal_width() -> int | None:
+    """The width to fit tables to: the terminal's, or $COLUMNS when set; None (no limit) into a pipe or file,
+    so that nothing a program reads from the text is ever cut (programs should read --json anyway)."""
+    if os.environ.get("COLUMNS", "").isdigit() or sys.stdout.isatty():
+        import shutil
+
+        return max(shutil.get_terminal_size().columns, 20)
+    return None
+
+
+def cut_middle(text: str, width: int) -> str:
+    """Shorten `text` to `width` by dropping its middle: a path keeps its root and its last folder."""
+    if len(text) <= width:
+        return text
+    head = (width - 1) // 2
+    return text[:head] + ELLIPSIS + text[len(text) - (width - 1 - head):]
+
+
+def _fit(widths: list[int], limit: int | None) -> list[int]:
+    """Narrow the widest columns, one character at a time, until a row fits `limit` (two spaces apart): the long
+    ones (paths, details) down to WIDE_WIDTH first, and only then, if need be, every column."""
+    widths = list(widths)
+    if limit is None:
+        return widths
+    for floor in (WIDE_WIDTH, MIN_WIDTH):
+        while sum(widths) + 2 * (len(widths) - 1) > limit:
+            widest = max(range(len(widths)), key=lambda i: widths[i])
+            if widths[widest] <= floor:
+                break
+            widths[widest] -= 1
+    return widths
 
 
 def paint(text: str, colour: bool) -> str:
@@ -27,7 +65,10 @@ def _cell(value: Any) -> str:
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], colour_columns: Sequence[int] = ()) -> str:
     cells = [[_cell(v) for v in row] for row in rows]
-    widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(headers)]
+    natural = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(headers)]
+    widths = _fit(natural, terminal_width())
+    cells = [[cut_middle(v, w) for v, w in zip(row, widths, strict=True)] for row in cells]
+    headers = [cut_middle(h, w) for h, w in zip(headers, widths, strict=True)]
     colour = use_colour()
     lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
     for row in cells:
@@ -60,6 +101,14 @@ def status_text(doc: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
+DRIFT_MEANING = {
+    "A": "A: registered starting/running, but its server is down or up without it; --apply marks it terminated "
+         "(`mam prune` then removes such rows)",
+    "B": "B: live on a server but not registered; --apply --adopt registers the named ones",
+    "C": "C: registered stopped/terminated, but alive; --apply marks it running",
+}
+
+
 def reconcile_text(doc: dict[str, Any]) -> str:
     parts = [f"workspace {doc['workspace']}"]
     if doc["servers"]:
@@ -69,10 +118,14 @@ def reconcile_text(doc: dict[str, Any]) -> str:
                 for d in doc["drifts"]]
         parts.append("")
         parts.append(table(("DRIFT", "NAME", "BACKEND", "SERVER", "STATUS", "LIVE", "ACTION"), rows))
-    else:
+        parts.extend(DRIFT_MEANING[c] for c in sorted({d["class"] for d in doc["drifts"]}))
+    elif doc["confirmed"]:
         parts.append("no drift: the registry matches what the servers say")
+    else:
+        parts.append("no drift among the rows whose server answered; the others are unconfirmed")
     if doc["unconfirmed"]:
-        parts.append(f"unconfirmed (their server did not answer): {', '.join(doc['unconfirmed'])}")
+        parts.append(f"unconfirmed (their server could not be asked, so mam says nothing of them): "
+                     f"{', '.join(doc['unconfirmed'])}")
     fixes = sum(1 for d in doc["drifts"] if d["action"] != "report")
     if not doc["applied"]:
         if fixes:

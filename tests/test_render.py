@@ -1,0 +1,89 @@
+"""Tables a person reads: fitted to the terminal, paths cut in the middle, colour only where it works."""
+
+from __future__ import annotations
+
+import os
+import pty
+import select
+import subprocess
+import sys
+
+from conftest import Workspace
+
+LONG = "/home/someone/projects/" + "very-long-folder-name/" * 5 + "the-repo"
+
+
+def _registry(ws: Workspace) -> None:
+    ws.write_registry("version: 1\nsessions:\n" + "".join(
+        f'- {{"name": "agent-{i}", "backend": "herdr", "server": "srv", "status": "running", '
+        f'"pane": {{"cwd": "{LONG}-{i}"}}}}\n' for i in range(3)))
+
+
+def test_status_fits_the_terminal_and_cuts_paths_in_the_middle(ws: Workspace) -> None:
+    _registry(ws)
+    ws.herdr.start("srv")
+    proc = ws.mam("status", env={**ws.env, "COLUMNS": "80"})
+    assert proc.returncode == 0, proc.stderr
+    table = proc.stdout.split("\n\n")[0].splitlines()[1:]
+    assert table and all(len(line) <= 80 for line in table), table
+    rows = [line for line in table if line.startswith("agent-")]
+    assert len(rows) == 3, table
+    for i, row in enumerate(rows):
+        cwd = row.split()[-1]
+        assert "…" in cwd and cwd.startswith("/home/") and cwd.endswith(f"-repo-{i}"), cwd
+        assert row.startswith(f"agent-{i}  herdr  "), row  # the short columns are whole
+
+
+def test_into_a_pipe_nothing_is_cut(ws: Workspace) -> None:
+    _registry(ws)
+    env = {k: v for k, v in ws.env.items() if k != "COLUMNS"}
+    out = ws.mam("status", env=env).stdout
+    assert f"{LONG}-0" in out and "…" not in out
+
+
+def _on_a_terminal(ws: Workspace, env: dict[str, str]) -> str:
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "mam", "status"], env=env, cwd=ws.root, stdout=slave,
+                            stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    os.close(slave)
+    chunks = []
+    while True:
+        ready, _, _ = select.select([master], [], [], 30)
+        if not ready:
+            break
+        try:
+            data = os.read(master, 4096)
+        except OSError:  # the terminal closed: mam is done
+            break
+        if not data:
+            break
+        chunks.append(data)
+    proc.wait(timeout=30)
+    os.close(master)
+    return b"".join(chunks).decode()
+
+
+def test_colour_on_a_terminal_but_not_with_term_dumb(ws: Workspace) -> None:
+    ws.write_registry('version: 1\nsessions:\n- {"name": "a", "backend": "herdr", "server": "nowhere"}\n')
+    env = {k: v for k, v in ws.env.items() if k != "NO_COLOR"}
+    assert "\x1b[" in _on_a_terminal(ws, {**env, "TERM": "xterm"})
+    assert "\x1b[" not in _on_a_terminal(ws, {**env, "TERM": "dumb"})
+
+
+def test_reconcile_never_says_matches_unless_every_server_answered(ws: Workspace) -> None:
+    ws.write_registry('version: 1\nsessions:\n- {"name": "a", "backend": "herdr", "server": "s1", '
+                      '"status": "running"}\n')
+    proc = ws.mam("reconcile", env={**ws.env, "PATH": "/nonexistent"})
+    assert proc.returncode == 3
+    assert "matches" not in proc.stdout
+    assert "unconfirmed" in proc.stdout and "a|s1" in proc.stdout
+    assert proc.stderr.startswith("mam: 1 server could not be asked (not installed)")
+
+
+def test_reconcile_says_what_each_drift_class_means_and_how_to_clear_it(ws: Workspace) -> None:
+    ws.write_registry('version: 1\nsessions:\n- {"name": "a", "backend": "herdr", "server": "gone", '
+                      '"status": "running"}\n')
+    out = ws.mam("reconcile").stdout
+    assert "A: registered starting/running, but its server is down or up without it" in out
+    assert "--apply marks it terminated" in out and "mam prune" in out
+    assert "nothing written; run with --apply to fix" in out
