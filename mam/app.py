@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -26,6 +26,7 @@ class App:
     workspace: Workspace
     env: Mapping[str, str]
     backend_flag: str | None  # --backend as given on the command line
+    _backend_env: tuple[int, dict[str, str]] | None = field(default=None, init=False, repr=False)
 
     @classmethod
     def open(cls, workspace: str | None, backend: str | None, env: Mapping[str, str] | None = None) -> App:
@@ -87,10 +88,15 @@ class App:
     def server_env(self) -> dict[str, str]:
         return self.server_plan.env
 
-    @cached_property
+    @property
     def backend_env(self) -> dict[str, str]:
-        """Every backend process runs scrubbed, so no marker can steer it to the wrong server."""
-        return self.scrub_plan(all_plugins=False).env
+        """Every backend process runs scrubbed, so no marker can steer it to the wrong server. Built from the
+        rules of the plugins loaded so far, and built again once more are loaded: a backend's own markers must
+        be gone from its own calls."""
+        loaded = len(self.plugins.pm.get_plugins())
+        if self._backend_env is None or self._backend_env[0] != loaded:
+            self._backend_env = (loaded, self.scrub_plan(all_plugins=False).env)
+        return self._backend_env[1]
 
     def load_registry(self) -> registry.Registry:
         return registry.load(self.workspace.registry_path, self.row_default_backend)

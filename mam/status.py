@@ -46,7 +46,14 @@ def call_context(app: App) -> CallContext:
 
 
 def outcomes_for(app: App, keys: set[ServerKey]) -> Mapping[ServerKey, ServerOutcome]:
-    return query_servers(app.plugins, keys, call_context(app)) if keys else {}
+    if not keys:
+        return {}
+    for backend in sorted({b for b, _ in keys}):  # first, so that their scrub rules shape the client env
+        try:
+            app.plugins.backend(backend)
+        except MamError:
+            pass  # its servers come back unknown, with the reason
+    return query_servers(app.plugins, keys, call_context(app))
 
 
 def status_document(app: App, servers: Sequence[str] = ()) -> dict[str, Any]:

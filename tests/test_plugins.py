@@ -122,3 +122,13 @@ def test_a_backend_without_stop_or_exec_is_refused_and_the_row_kept(ws: Workspac
         assert proc.returncode == 1, (args, proc.stderr)
         assert proc.stderr.startswith("mam: backend echo cannot "), proc.stderr
     assert ws.registry.read_bytes() == before  # not marked terminated: the agent still runs
+
+
+def test_a_third_party_backends_markers_are_scrubbed_from_its_own_queries(ws: Workspace,
+                                                                          plugin_env: dict[str, str]) -> None:
+    """The client environment is built after the rows' backends are loaded, so their scrub rules apply."""
+    ws.write_registry("sessions:\n  - {name: a, backend: echo, server: e1, status: running}\n")
+    env = {**plugin_env, "ECHO_PANE": "pane-of-the-calling-agent", "ECHO_AGENTS": '{"e1": ["a"]}'}
+    for args in (["status"], ["reconcile"]):
+        doc = ws.mam_json(*args, env=env)
+        assert doc["servers"][0]["state"] == "up", doc["servers"]

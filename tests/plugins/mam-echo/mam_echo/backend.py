@@ -22,6 +22,8 @@ class EchoBackend:
     name = "echo"
 
     def list_agents(self, server: str, ctx: CallContext) -> tuple[Agent, ...] | Failure:
+        if "ECHO_PANE" in ctx.env:  # its own marker must be scrubbed from its own calls: say so if it is not
+            return Failure(self.name, server, CommandResult(("echo", server), 1, "", "echo: ECHO_PANE leaked"))
         table = json.loads(ctx.env.get("ECHO_AGENTS", "{}"))
         if server in table:
             return tuple(Agent(name=n, agent="echo") for n in table[server])
