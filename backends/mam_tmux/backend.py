@@ -224,11 +224,12 @@ class TmuxBackend:
             return BootstrapResult(False, False, "could not tell whether the server runs", failure=state)
         if state:
             return BootstrapResult(False, True, f"tmux server {server} is already running")
-        # The server copies the environment of the client that starts it: ctx.env is already scrubbed.
-        result = self._run(server, ["new-session", "-d", "-s", KEEPALIVE, "-x", "80", "-y", "24"],
-                           timeout=ctx.timeout, env=ctx.env, query=False, cwd=str(ctx.cwd))
+        # The log first: a log mam refuses (a planted link) must fail the bootstrap before a server runs.
         ctx.log_path.parent.mkdir(parents=True, exist_ok=True)
         with logfile.open_text_log(ctx.log_path) as log:
+            # The server copies the environment of the client that starts it: ctx.env is already scrubbed.
+            result = self._run(server, ["new-session", "-d", "-s", KEEPALIVE, "-x", "80", "-y", "24"],
+                               timeout=ctx.timeout, env=ctx.env, query=False, cwd=str(ctx.cwd))
             log.write(result.stdout + result.stderr)
         if result.returncode == 1 and _first_line(result.stderr) == f"duplicate session: {KEEPALIVE}":
             # Another client started this server since our probe: it is up, and this bootstrap did not start it.

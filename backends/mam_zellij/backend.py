@@ -147,11 +147,12 @@ class ZellijBackend:
             return BootstrapResult(False, False, "could not tell whether the session runs", failure=sessions)
         if sessions[0].get(server):
             return BootstrapResult(False, True, f"zellij session {server} is already running")
-        # The server daemonizes and inherits this environment: ctx.env is already scrubbed.
-        result = self._run(["attach", "--create-background", server], timeout=ctx.timeout, env=ctx.env,
-                           cwd=str(ctx.cwd))
+        # The log first: a log mam refuses (a planted link) must fail the bootstrap before a session runs.
         ctx.log_path.parent.mkdir(parents=True, exist_ok=True)
         with logfile.open_text_log(ctx.log_path) as log:
+            # The server daemonizes and inherits this environment: ctx.env is already scrubbed.
+            result = self._run(["attach", "--create-background", server], timeout=ctx.timeout, env=ctx.env,
+                               cwd=str(ctx.cwd))
             log.write(result.stdout + result.stderr)
         already = "Session already exists" in result.stderr
         if result.returncode != 0 and not already:
