@@ -2,6 +2,12 @@
 
 A plugin is any object or module with functions named like these, marked with `mam.hookimpl`.
 Hooks are always called with keyword arguments; an implementation may take any subset of them.
+Every hook that takes a `backend` is called for every backend: an implementation returns None for a backend
+it does not own, so the next implementation (in the end the core's own) answers.
+
+`HOOK_API` is the version of this set of hooks. It grows by one whenever a hook is added, or a parameter is
+added to one; each hook says since which version it exists. A change that would break an implementation is
+never made under the same names.
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ from mam.model import (
     StopResult,
 )
 
+HOOK_API = 1
+
 hookspec = pluggy.HookspecMarker("mam")
 #: Mark a plugin's implementation of one of the hooks below.
 hookimpl = pluggy.HookimplMarker("mam")
@@ -34,6 +42,8 @@ def mam_backends() -> list[BackendSpec]:
 
     Broadcast: every plugin answers. A backend name declared by two plugins is an error naming both.
     Keep it cheap: return records only, and import the backend's working module inside `BackendSpec.load`.
+
+    Since hook API 1.
     """
     raise NotImplementedError
 
@@ -48,6 +58,8 @@ def mam_list_agents(backend: Backend, server: str, ctx: CallContext) -> tuple[Ag
     :return: the agents (an empty tuple is a confirmed "no agents"), or a `Failure` when the server gave no
         usable answer; the classify hook then decides whether it is down or unknown. The core's default
         implementation (trylast) calls `backend.list_agents`; a wrapper may time, cache or filter it.
+
+    Since hook API 1.
     """
     raise NotImplementedError
 
@@ -59,6 +71,8 @@ def mam_bootstrap_server(backend: Backend, server: str, ctx: BootstrapContext) -
     :param ctx: carries the already scrubbed environment, the log file and the time limits.
     :return: whether it was started by this call and whether it is up. Starting is idempotent: a server
         that is up is never started again. The core's default implementation calls `backend.bootstrap`.
+
+    Since hook API 1.
     """
     raise NotImplementedError
 
@@ -69,6 +83,8 @@ def mam_env_scrub_rules() -> list[ScrubRule]:
 
     Broadcast: the union of every loaded plugin's rules applies, so starting one multiplexer from inside
     another drops the other's markers too. Return rules only; never change `os.environ`.
+
+    Since hook API 1.
     """
     raise NotImplementedError
 
@@ -77,10 +93,15 @@ def mam_env_scrub_rules() -> list[ScrubRule]:
 def mam_classify_error(backend: Backend, failure: Failure) -> ServerError | None:
     """Say what a failed backend call means.
 
+    Only failures that are not facts about the process reach the implementations: a program not on PATH,
+    past its time limit, or killed by a signal is classified by the core before any of them runs.
+
     :return: a `ServerError` whose kind is `server_down` only when the backend said so by its own
         unambiguous signal, or None when this plugin does not positively recognise the failure. The core's
-        default implementation (trylast) asks `backend.classify`, then falls back to timeout,
-        not_installed, bad_output or unknown: it never guesses "down".
+        default implementation (trylast) asks `backend.classify`, then falls back to bad_output or
+        unknown: it never guesses "down".
+
+    Since hook API 1.
     """
     raise NotImplementedError
 
@@ -92,6 +113,8 @@ def mam_spawn_agent(backend: Backend, server: str, request: SpawnRequest, ctx: C
     :param ctx: `ctx.env` is already scrubbed; the agent's process must get exactly that environment.
     :return: whether the backend accepted it, and the pane it made. The core registers the row and then
         waits until the agent is listed. The core's default implementation calls `backend.spawn`.
+
+    Since hook API 1.
     """
     raise NotImplementedError
 
@@ -101,6 +124,8 @@ def mam_stop_agent(backend: Backend, server: str, name: str, ctx: CallContext) -
     """Close the pane or session of agent `name` on `server`, killing its processes.
 
     :return: `stopped` True when it ran and is closed, False when it was already gone (not an error).
+
+    Since hook API 1.
     """
     raise NotImplementedError
 
@@ -111,5 +136,7 @@ def mam_client_argv(backend: Backend, server: str, args: list[str]) -> list[str]
 
     :return: e.g. `["herdr", "--session", server, *args]` or `["tmux", "-L", server, *args]`. The core's
         default implementation calls `backend.client_argv`.
+
+    Since hook API 1.
     """
     raise NotImplementedError

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 from mam import hookspecs
-from mam.defaults import CoreDefaults
+from mam.defaults import CoreDefaults, process_classification
 from mam.errors import MamError
 from mam.model import (
     Agent,
@@ -206,6 +206,11 @@ class Plugins:
         return result
 
     def classify(self, backend: Backend, failure: Failure) -> ServerError:
+        """What a failure means. Facts about the process (not on PATH, past its time limit, killed by a signal)
+        are settled before any implementation of the hook runs, so no plugin can call those "down"."""
+        fact = process_classification(failure)
+        if fact is not None:
+            return fact
         result: ServerError = self.pm.hook.mam_classify_error(backend=backend, failure=failure)
         return result
 
