@@ -51,7 +51,7 @@ class App:
 
     @property
     def row_default_backend(self) -> str:
-        """A registry row without `backend:` belongs to config `backend:`, else herdr (contract section 5)."""
+        """A registry row without `backend:` belongs to config `backend:`, else herdr (docs/registry.md)."""
         return self.workspace.config.backend or DEFAULT_BACKEND
 
     @cached_property

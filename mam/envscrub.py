@@ -1,4 +1,4 @@
-"""Which variables a server must not inherit, and why (contract section 7, reference/env-markers.md).
+"""Which variables a server must not inherit, and why (docs/config.md).
 
 A server hands its environment to every pane it ever spawns, so a bootstrap started from inside an agent's
 shell would leak that agent's per-session markers into every later pane. The rules here are data: each

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-# Exit codes of contract section 3.
+# Exit codes (docs/cli.md, "Exit codes").
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2

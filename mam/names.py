@@ -6,7 +6,7 @@ import re
 
 from mam.errors import MamError
 
-# Contract section 1: starts with a letter or digit, so it can never read as an option or a shell word.
+# docs/cli.md, "Names": starts with a letter or digit, so it can never read as an option or a shell word.
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 

@@ -1,4 +1,4 @@
-"""`mam reconcile`: the registry against what the servers really say, as drift (contract 4.3).
+"""`mam reconcile`: the registry against what the servers really say, as drift (docs/json.md).
 
 Rows whose server is `unknown` get no drift, ever: an unanswered question is not an answer.
 """

@@ -1,4 +1,4 @@
-"""The agent registry, `.mam/agent-sessions.yaml` (contract section 5).
+"""The agent registry, `.mam/agent-sessions.yaml` (docs/registry.md).
 
 Reading never writes. Writing takes an exclusive lock, re-reads the file, applies a change to the fresh
 document, and replaces the file atomically (temporary file, fsync, rename, directory fsync), so a reader

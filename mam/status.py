@@ -1,4 +1,4 @@
-"""`mam status`: every registry row in scope, next to what its server says now (contract 4.2)."""
+"""`mam status`: every registry row in scope, next to what its server says now (docs/json.md)."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ from mam.errors import MamError
 from mam.names import is_valid_name
 
 DEFAULT_BACKEND = "herdr"
-# First match wins (contract section 1).
+# First match wins (docs/cli.md).
 WORKSPACE_VARIABLES = ("MAM_WORKSPACE", "WORKSPACE_ROOT", "CLAUDE_PROJECT_DIR")
 
 

@@ -1,4 +1,4 @@
-"""`mam status` and `mam ls` against a fake herdr that behaves as reference/herdr.md says."""
+"""`mam status` and `mam ls` against a fake herdr that behaves as herdr 0.8 does."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Driving herdr's CLI (reference/herdr.md). Every call names its session with `--session NAME`, first."""
+"""Driving herdr's CLI (0.8.x, protocol 20). Every call names its session with `--session NAME`, first."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from mam.model import (
 )
 
 EXECUTABLE = "herdr"
-# `agent start --kind` accepts these kinds (reference/herdr.md section 8). herdr types each kind's own program
+# `agent start --kind` accepts these kinds. herdr types each kind's own program
 # into the pane's shell itself, with the arguments after `--` quoted one by one: it cannot run any other program.
 PROGRAMS = {
     "pi": "pi", "claude": "claude", "claude-code": "claude", "codex": "codex", "gemini": "gemini",

@@ -1,4 +1,4 @@
-"""Driving zellij (reference/zellij.md). Its exit codes lie, so every answer is read from its text."""
+"""Driving zellij (0.44). Its exit codes lie, so every answer is read from its text."""
 
 from __future__ import annotations
 
