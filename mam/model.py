@@ -168,6 +168,20 @@ class SpawningBackend(Backend, Protocol):
 
 
 @dataclass(frozen=True)
+class ServerCommand:
+    """A subcommand of a backend's CLI that reaches a server by a name of its own (`kill-session NAME`), past
+    the server options. `mam exec` allows it only when the words after it are the name of the server mam names,
+    once, and the declared flags: a missing name (the CLI picks a server itself), another name, or any other
+    word (an option's value could be the real name) is refused."""
+
+    words: tuple[str, ...]  # as spelled after the CLI's own options, one entry per alias: ("session", "stop")
+    flags: tuple[str, ...] = ()  # its options that take no value and pick no server ("--force")
+    every: bool = False  # it reaches every server (kill-all-sessions): always refused
+    prefix: bool = False  # the CLI takes NAME as the prefix of another server's name when NAME is not running
+    #                       (zellij attach): allowed only while the server mam names is up
+
+
+@dataclass(frozen=True)
 class ServerOptions:
     """The options of a backend's CLI that pick a server or socket. `mam exec` and the shims refuse them: the
     server is the one mam names, so a passed-through command line cannot reach another one."""
@@ -178,6 +192,7 @@ class ServerOptions:
     #                               never taken for the command word
     before_command: bool = False  # True: options count only before the command word (tmux's getopt), the words
     #                               after it are the command's own (`capture-pane -S -5`); False: anywhere
+    commands: tuple[ServerCommand, ...] = ()  # subcommands that name a server themselves
 
 
 @dataclass(frozen=True)

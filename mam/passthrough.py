@@ -13,7 +13,7 @@ from pathlib import Path
 from mam.app import App
 from mam.commands import start_server
 from mam.errors import MamError
-from mam.model import CallContext, ServerOptions, ServerState
+from mam.model import CallContext, ServerCommand, ServerOptions, ServerState
 from mam.names import check_name
 from mam.query import query_server
 
@@ -60,6 +60,48 @@ def refused_option(args: Sequence[str], options: ServerOptions) -> str | None:
     return None
 
 
+def _command_positions(args: Sequence[str], options: ServerOptions) -> list[int]:
+    """Where the words the CLI reads as its command are: not its own options, nor their values. With
+    `before_command`, every word from the command word on is the command's; otherwise options are anywhere."""
+    valued = set(options.valued)
+    positions: list[int] = []
+    i = 0
+    while i < len(args):
+        word = args[i]
+        if positions and options.before_command:
+            positions.append(i)
+        elif word.startswith("-") and len(word) > 1:
+            if word in valued and i + 1 < len(args) and not args[i + 1].startswith("-"):
+                i += 1  # its value
+        else:
+            positions.append(i)
+        i += 1
+    return positions
+
+
+def named_command(args: Sequence[str], options: ServerOptions) -> tuple[ServerCommand, list[str]] | None:
+    """The declared subcommand `args` run, if they run one that names a server itself, with the words after it."""
+    positions = _command_positions(args, options)
+    for command in options.commands:
+        at = positions[:len(command.words)]
+        if len(at) == len(command.words) and tuple(args[i] for i in at) == command.words:
+            return command, [args[i] for i in range(at[0] + 1, len(args)) if i not in at]
+    return None
+
+
+def command_refusal(command: ServerCommand, rest: Sequence[str], server: str, backend: str) -> str | None:
+    """Why exec refuses `command` with the words `rest` on `server`, or None when it names only that server."""
+    spelled = " ".join(command.words)
+    if command.every:
+        return f"exec refuses {_shown(spelled)}: it reaches every {backend} server, and exec reaches only the one " \
+               f"mam names (--server {server})"
+    if [word for word in rest if word not in command.flags] == [server]:
+        return None
+    flags = f" (flags: {', '.join(command.flags)})" if command.flags else ""
+    return f"exec refuses {_shown(' '.join([spelled, *rest]))}: {spelled} names a {backend} server itself, and " \
+           f"exec reaches only the one mam names: allowed as {_shown(f'{spelled} {server}')}{flags}"
+
+
 def _shown(word: str, limit: int = 60) -> str:
     """A word for a one-line message: quoted, so no newline of it can end the line, and capped."""
     return repr(word if len(word) <= limit else word[:limit] + "...")
@@ -83,10 +125,14 @@ def exec_command(app: App, server: str | None, args: list[str]) -> tuple[str, li
     if not name:
         raise MamError("usage", "mam exec needs a server", hint="pass --server NAME or set MAM_SERVER")
     check_name(name, "server name")
-    word = refused_option(args, app.plugins.spec(app.backend_name).server_options)
+    options = app.plugins.spec(app.backend_name).server_options
+    word = refused_option(args, options)
     if word is not None:  # before anything runs: it would reach another server than the one mam names
         raise MamError("usage", f"exec refuses {_shown(word)}: it selects a {app.backend_name} server or socket, "
                                 f"and exec reaches only the one mam names (--server {name})")
+    found = named_command(args, options)
+    if found is not None and (why := command_refusal(*found, name, app.backend_name)) is not None:
+        raise MamError("usage", why)
     backend = app.plugins.backend(app.backend_name)
     argv = app.plugins.client_argv(backend, name, args)
     if not argv:  # a plugin wrapping the hook may still decline
@@ -103,12 +149,22 @@ def exec_command(app: App, server: str | None, args: list[str]) -> tuple[str, li
         where = _shown(program, 200) + (f" -> {_shown(real, 200)}" if real != program else "")
         raise MamError("operation_failed", f"{argv[0]} on PATH is a mam shim outside its folder ({where}), not the "
                                            f"real {argv[0]}: remove it, or put the real {argv[0]} before it on PATH")
-    if app.env.get("MAM_NO_AUTOSTART") != "1":
+    autostart = app.env.get("MAM_NO_AUTOSTART") != "1"
+    # A command that reads a name as a prefix would take a server that is not running for another one's.
+    prefixed = found[0] if found is not None and found[0].prefix else None
+    if autostart or prefixed is not None:
         outcome = query_server(app.plugins, app.backend_name, name, CallContext(app.timeout, app.backend_env))
-        if outcome.state is ServerState.DOWN:
+        state = outcome.state
+        if state is ServerState.DOWN and autostart:
             # The server keeps its environment for life: the guard of this call stays out of it.
             unguarded = {k: v for k, v in app.env.items() if k != SHIM_GUARD}
             start_server(dataclasses.replace(app, env=unguarded), name)
+            state = ServerState.UP
+        if prefixed is not None and state is not ServerState.UP:
+            raise MamError("operation_failed",
+                           f"exec refuses {_shown(' '.join(prefixed.words))} while {app.backend_name} server {name} "
+                           f"is {state.value}: {app.backend_name} would take {name!r} as the start of another "
+                           f"server's name; start it first (mam bootstrap --server {name})")
     return program, [argv[0], *argv[1:]], env
 
 

@@ -1,6 +1,7 @@
 """Attacks on `mam exec`, the shims and the argv a spawn hands herdr and zellij.
 
-- exec must reach only the server mam names: the backend's own server and socket options are refused.
+- exec must reach only the server mam names: the backend's own server and socket options are refused, and so
+  are its subcommands that name another server themselves (zellij kill-session, herdr session stop, ...).
 - a shim must never run itself, however it was linked or wrapped: one hop, a clear line, nothing left running.
 - "argv is run as given, no shell" holds on herdr and zellij too.
 """
@@ -132,6 +133,135 @@ def test_exec_refuses_zellij_session_options(ws: Workspace, tmp_path: Path, form
     proc = ws.mam("exec", "--server", "mine", "--", *form, env=env)
     _one_line_refusal(proc)
     assert not (state / "fake-calls.jsonl").exists()  # no zellij process ran
+
+
+# --- exec refuses the subcommands that name another server themselves ----------------------------------------
+
+def _zellij_env(ws: Workspace, tmp_path: Path) -> dict[str, str]:
+    return {**ws.env, "ZELLIJ_SOCKET_DIR": str(tmp_path / "zellij-sock"), "MAM_BACKEND": "zellij"}
+
+
+def _zellij_calls(env: dict[str, str]) -> list[list[str]]:
+    path = Path(env["ZELLIJ_SOCKET_DIR"]) / "fake-calls.jsonl"
+    return [json.loads(line)["argv"] for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def _zellij_live(env: dict[str, str]) -> list[str]:
+    """What a user reads in `zellij ls -n`: the sessions that run."""
+    proc = subprocess.run(["zellij", "list-sessions", "-n"], env=env, capture_output=True, text=True, timeout=20,
+                          stdin=subprocess.DEVNULL)
+    return [line.split(" [Created")[0] for line in proc.stdout.splitlines() if "EXITED" not in line]
+
+
+def _zellij_session(env: dict[str, str], name: str) -> None:
+    subprocess.run(["zellij", "attach", "--create-background", name], env=env, check=True, timeout=20,
+                   stdin=subprocess.DEVNULL, capture_output=True)
+
+
+@pytest.mark.parametrize("form", [
+    ["kill-session", "victim"],
+    ["k", "victim"],  # its alias
+    ["-d", "kill-session", "victim"],  # after zellij's own options
+    ["--config", "/dev/null", "k", "victim"],
+    ["delete-session", "--force", "victim"],
+    ["d", "victim", "-f"],
+    ["attach", "victim"],
+    ["a", "-b", "victim2"],  # a session anywhere
+    ["watch", "victim"],
+    ["kill-session"],  # no name: never mam's to pick
+    ["kill-session", "--", "victim"],
+    ["attach", "--index", "0", "mine"],  # picks by index, whatever the name
+    ["attach", "--index=0", "mine"],
+    ["kill-all-sessions", "-y"],
+    ["ka", "--yes"],
+    ["delete-all-sessions", "-y", "-f"],
+    ["web", "--daemonize"],  # serves every session
+    ["action", "switch-session", "victim"],
+    ["ac", "rename-session", "victim"],
+])
+def test_exec_refuses_zellij_subcommands_naming_another_session(ws: Workspace, tmp_path: Path,
+                                                                form: list[str]) -> None:
+    env = _zellij_env(ws, tmp_path)
+    _zellij_session(env, "victim")
+    calls = len(_zellij_calls(env))
+    proc = ws.mam("exec", "--server", "mine", "--", *form, env=env)
+    line = _one_line_refusal(proc)
+    assert "exec refuses" in line and "mine" in line
+    assert _zellij_calls(env)[calls:] == []  # nothing ran: no query, no start of `mine`
+    assert _zellij_live(env) == ["victim"]
+
+
+def test_exec_lets_zellij_subcommands_name_the_session_mam_names(ws: Workspace, tmp_path: Path) -> None:
+    env = _zellij_env(ws, tmp_path)
+    _zellij_session(env, "victim")
+    assert ws.mam("bootstrap", "--server", "mine", env=env).returncode == 0
+    proc = ws.mam("exec", "--server", "mine", "--", "kill-session", "mine", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert _zellij_live(env) == ["victim"]
+    proc = ws.mam("exec", "--server", "mine", "--", "delete-session", "mine", "--force", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "mine" not in subprocess.run(["zellij", "ls", "-n"], env=env, capture_output=True, text=True,
+                                        timeout=20).stdout
+
+
+def test_exec_zellij_attach_only_to_a_running_session_mam_names(ws: Workspace, tmp_path: Path) -> None:
+    # zellij attach takes a name that is not running as the prefix of one that is: `vic` would reach `victim`.
+    env = _zellij_env(ws, tmp_path)
+    _zellij_session(env, "victim")
+    calls = len(_zellij_calls(env))
+    proc = ws.mam("exec", "--server", "vic", "--", "attach", "vic", env={**env, "MAM_NO_AUTOSTART": "1"})
+    line = _one_line_refusal(proc, code=1)
+    assert "vic" in line and "down" in line
+    assert not any(c[:1] == ["client-attached"] for c in _zellij_calls(env)[calls:])
+    # Started by mam first, it is the session attach reaches.
+    proc = ws.mam("exec", "--server", "vic", "--", "attach", "vic", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert [c for c in _zellij_calls(env) if c[:1] == ["client-attached"]] == [["client-attached", "vic"]]
+
+
+@pytest.mark.parametrize("form", [
+    ["session", "stop", "victim"],
+    ["session", "stop", "--json", "victim"],
+    ["session", "delete", "victim", "--json"],
+    ["session", "attach", "victim"],
+    ["session", "stop"],  # no name
+    ["session", "stop", "mine", "victim"],
+    ["--remote", "victim-host"],  # a herdr server on another machine
+    ["--remote=victim-host", "agent", "list"],
+])
+def test_exec_refuses_herdr_session_commands_naming_another_session(ws: Workspace, form: list[str]) -> None:
+    ws.herdr.start("victim")
+    calls = len(ws.herdr.calls())
+    proc = ws.mam("exec", "--server", "mine", "--", *form)
+    line = _one_line_refusal(proc)
+    assert "exec refuses" in line and "mine" in line
+    assert ws.herdr.calls()[calls:] == []
+    assert ws.herdr.running("victim") and not ws.herdr.running("mine")
+
+
+def test_exec_lets_herdr_stop_the_session_mam_names(ws: Workspace) -> None:
+    ws.herdr.start("victim")
+    ws.herdr.start("mine")
+    proc = ws.mam("exec", "--server", "mine", "--", "session", "stop", "mine", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["stopped"] is True
+    assert not ws.herdr.running("mine") and ws.herdr.running("victim")
+
+
+def test_the_shims_refuse_subcommands_naming_another_session(ws: Workspace, tmp_path: Path) -> None:
+    assert ws.mam("shim", "install").returncode == 0
+    env = _zellij_env(ws, tmp_path)
+    _zellij_session(env, "victim")
+    ws.herdr.start("victim")
+    env.update(PATH=f"{ws.root / '.mam' / 'shim'}{os.pathsep}{env['PATH']}", MAM_SERVER="mine")
+    env.pop("MAM_BACKEND")  # each shim names its own backend
+    for argv in (["zellij", "kill-session", "victim"], ["herdr", "session", "stop", "victim"]):
+        proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, cwd=ws.root,
+                              stdin=subprocess.DEVNULL)
+        line = _one_line_refusal(proc)
+        assert "victim" in line and "mine" in line
+    assert _zellij_live(_zellij_env(ws, tmp_path)) == ["victim"]
+    assert ws.herdr.running("victim") and not ws.herdr.running("mine")
 
 
 # --- a shim never runs itself -------------------------------------------------------------------------------

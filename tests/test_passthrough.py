@@ -106,3 +106,56 @@ def test_a_third_party_backend_declares_its_own_server_options() -> None:
     assert refused_option(["-qx", "s"], options) == "-qx"
     assert refused_option(["run", "-x"], options) is None
     assert refused_option(["-L", "v"], ServerOptions()) is None  # nothing declared, nothing refused
+
+
+@pytest.mark.parametrize(("backend", "args", "allowed"), [
+    # the subcommand names the server mam names (here `mine`), with only its own flags: allowed
+    ("zellij", ["kill-session", "mine"], True),
+    ("zellij", ["-d", "d", "--force", "mine"], True),
+    ("zellij", ["attach", "-c", "mine"], True),
+    ("zellij", ["list-sessions", "-n"], True),  # names no server: not a declared command
+    ("zellij", ["run", "--name", "kill-session", "--", "kill-session", "victim"], True),  # a pane's argv
+    ("zellij", ["--layout", "kill-session", "list-sessions"], True),  # a value, not the command
+    ("herdr", ["session", "stop", "--json", "mine"], True),
+    ("herdr", ["session", "list", "--json"], True),
+    ("herdr", ["agent", "read", "session"], True),
+    # another name, no name, or a word that could hide one: refused
+    ("zellij", ["kill-session", "victim"], False),
+    ("zellij", ["kill-session"], False),
+    ("zellij", ["kill-session", "mine", "victim"], False),
+    ("zellij", ["attach", "-t", "mine", "victim"], False),  # -t takes a value: `victim` is the session
+    ("zellij", ["attach", "mine", "--index", "0"], False),
+    ("zellij", ["--config", "/dev/null", "a", "victim"], False),
+    ("zellij", ["ka", "-y"], False),
+    ("zellij", ["action", "switch-session", "victim"], False),
+    ("herdr", ["session", "delete", "victim"], False),
+    ("herdr", ["--handoff", "session", "stop", "victim"], False),
+    ("herdr", ["session", "stop", "mine", "--handoff"], False),
+])
+def test_named_commands_are_read_from_the_backend_declaration(backend: str, args: list[str], allowed: bool) -> None:
+    from mam.passthrough import command_refusal, named_command
+    from mam.plugins import Plugins
+
+    found = named_command(args, Plugins({}).spec(backend).server_options)
+    refusal = None if found is None else command_refusal(*found, "mine", backend)
+    assert (refusal is None) == allowed, refusal
+
+
+def test_tmux_declares_no_named_command() -> None:
+    # Every tmux command acts on the server -L selects (`list-commands` of tmux 3.3a): -L and -S cover it.
+    from mam.plugins import Plugins
+
+    assert Plugins({}).spec("tmux").server_options.commands == ()
+
+
+def test_a_third_party_backend_declares_its_own_named_commands() -> None:
+    from mam.model import ServerCommand, ServerOptions
+    from mam.passthrough import command_refusal, named_command
+
+    options = ServerOptions(valued=("-o",), commands=(ServerCommand(("drop",), flags=("-q",)),
+                                                      ServerCommand(("drop-all",), every=True)))
+    found = named_command(["-o", "drop", "drop", "-q", "s"], options)
+    assert found is not None and command_refusal(*found, "s", "x") is None
+    found = named_command(["drop-all"], options)
+    assert found is not None and "every x server" in (command_refusal(*found, "s", "x") or "")
+    assert named_command(["drop", "s"], ServerOptions()) is None  # nothing declared, nothing refused

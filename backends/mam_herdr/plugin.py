@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from mam.hookspecs import hookimpl
-from mam.model import Backend, BackendSpec, ScrubRule, ServerOptions
+from mam.model import Backend, BackendSpec, ScrubRule, ServerCommand, ServerOptions
 
 # What herdr sets in each of its panes (reference/herdr.md section 7 and env-markers.md).
 MARKERS = (
@@ -11,7 +11,14 @@ MARKERS = (
     "HERDR_WORKSPACE_ID", "HERDR_TAB_ID", "HERDR_PANE_ID", "HERDR_STARTUP_CWD", "HERDR_PLUGIN_*",
 )
 # herdr takes `--session NAME` / `--session=NAME` anywhere before a literal `--`; refused after it too, to be safe.
-SERVER_OPTIONS = ServerOptions(names=("--session",))
+# `--remote HOST` attaches to a herdr server on another machine. `session stop|delete NAME [--json]` name their
+# session themselves, past --session; `session attach NAME` does too (herdr reads it only without a --session
+# before it, which mam always puts there, but another version may not).
+SERVER_OPTIONS = ServerOptions(
+    names=("--session", "--remote"), valued=("--remote-keybindings",),
+    commands=(ServerCommand(("session", "stop"), flags=("--json",)),
+              ServerCommand(("session", "delete"), flags=("--json",)),
+              ServerCommand(("session", "attach"))))
 
 
 def _load() -> Backend:

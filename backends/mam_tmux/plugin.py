@@ -8,6 +8,7 @@ from mam.model import Backend, BackendSpec, ScrubRule, ServerOptions
 MARKERS = ("TMUX", "TMUX_PANE")
 # tmux [-2CDlNuvV] [-c shell-command] [-f file] [-L socket-name] [-S socket-path] [-T features] [command ...]:
 # getopt stops at the command word, after which -L and -S are a command's own flags (capture-pane -S -5).
+# No tmux command names another server: each acts on the one -L selects (kill-server included).
 SERVER_OPTIONS = ServerOptions(names=("-L", "-S"), valued=("-c", "-f", "-T"), before_command=True)
 
 
