@@ -129,7 +129,7 @@ def cmd_spawn(ns: argparse.Namespace) -> int:
     from mam.lifecycle import spawn_document
 
     doc = spawn_document(_open(ns), ns.name, agent=ns.agent, server=ns.server, cwd=ns.cwd, command=ns.command,
-                         args=ns.args)
+                         args=ns.args, progress=not ns.json)
     s = doc["session"]
     _emit(doc, ns.json, None if ns.json else f"{s['name']} is {s['status']} on {s['backend']} server "
                                              f"{s['server']} (pane {s['pane_id']}, cwd {s['cwd']})")
@@ -139,7 +139,7 @@ def cmd_spawn(ns: argparse.Namespace) -> int:
 def cmd_stop(ns: argparse.Namespace) -> int:
     from mam.lifecycle import stop_document
 
-    doc = stop_document(_open(ns), ns.name, ns.server)
+    doc = stop_document(_open(ns), ns.name, ns.server, force=ns.force, progress=not ns.json)
     _emit(doc, ns.json, None if ns.json else f"{doc['name']} on {doc['backend']} server {doc['server']}: "
                                              f"{doc['status']} ({doc['message']})")
     return 0
@@ -307,6 +307,8 @@ def build_parser() -> _Parser:
                                   "already gone).")
     p.add_argument("name", help="the agent to stop")
     p.add_argument("--server", metavar="NAME", help="its server")
+    p.add_argument("--force", action="store_true", help="ask the backend even when NAME is not registered here "
+                                                        "(on --server, else the default server)")
 
     p = command("forget", cmd_forget, "Remove agents' rows from the registry (not their panes). An active row "
                                       "takes --force.")

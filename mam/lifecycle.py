@@ -5,9 +5,13 @@ Backend-agnostic: the backend is reached through the spawn and stop hooks only.
 
 from __future__ import annotations
 
+import copy
+import os
 import secrets
 import shlex
+import shutil
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +20,9 @@ from mam.app import App
 from mam.commands import require_binary, start_server
 from mam.defaults import optional_operation
 from mam.errors import MamError
-from mam.model import Agent, CallContext, Failure, ServerOutcome, ServerState, SpawnRequest
+from mam.model import Agent, BackendSpec, CallContext, Failure, ServerOutcome, ServerState, SpawnRequest
 from mam.names import check_name
+from mam.progress import waiting
 from mam.query import query_server
 from mam.registry import Row, RowKey
 from mam.status import session_entry
@@ -57,24 +62,39 @@ def agent_argv(agent: str | None, command: str | None, args: list[str]) -> tuple
     return (*AGENT_COMMANDS[agent], *args)
 
 
-def _set_row(key: RowKey, fields: dict[str, Any], create: bool) -> registry.Change:
-    """Update the row of `key` (or append it to `sessions:` when `create`), keeping its other keys."""
+def refuse_unkept_name(spec: BackendSpec, name: str) -> None:
+    """A name mam accepts but the backend cannot keep (tmux turns '.' into '_') is bad input, refused before
+    anything is written or started: the agent could never be found by it again."""
+    reason = spec.name_rule(name) if spec.name_rule is not None else None
+    if reason:
+        raise MamError("invalid_name", reason, hint="pick another name")
 
-    def change(document: dict[str, Any], rows: tuple[Row, ...]) -> bool:
-        row = next((r for r in rows if r.key == key), None)
-        if row is not None:
-            row.raw.update(fields)
-            return True
-        if not create:
-            return False
-        backend, server, name = key
-        document.setdefault(registry.SESSIONS, None)
-        if document[registry.SESSIONS] is None:
-            document[registry.SESSIONS] = []
-        document[registry.SESSIONS].append({"name": name, "backend": backend, "server": server, **fields})
-        return True
 
-    return change
+def _shown(text: str) -> str:
+    return text if text.isprintable() and len(text) <= 80 else repr(text[:80])
+
+
+def missing_program(program: str, env: Mapping[str, str], cwd: Path) -> str | None:
+    """Why `program` cannot start in the agent's pane, or None. Looked up as it will be there: a path holding
+    '/' from the agent's directory, a bare name on the PATH the agent gets (relative entries from that
+    directory too)."""
+    if "/" in program:
+        path = cwd / program
+        if not path.exists():
+            return f"no such program: {_shown(program)}"
+        if not path.is_file() or not os.access(path, os.X_OK):
+            return f"not an executable program: {_shown(program)}"
+        return None
+    entries = env.get("PATH", os.defpath).split(os.pathsep)
+    search = os.pathsep.join(entry if os.path.isabs(entry) else str(cwd / entry) for entry in entries)
+    return None if shutil.which(program, path=search) else f"no such program: {_shown(program)}"
+
+
+def _append(document: dict[str, Any], key: RowKey, fields: dict[str, Any]) -> None:
+    backend, server, name = key
+    if document.get(registry.SESSIONS) is None:
+        document[registry.SESSIONS] = []
+    document[registry.SESSIONS].append({"name": name, "backend": backend, "server": server, **fields})
 
 
 def _claim(key: RowKey, fields: dict[str, Any], blocked: list[Row]) -> registry.Change:
@@ -91,8 +111,9 @@ def _claim(key: RowKey, fields: dict[str, Any], blocked: list[Row]) -> registry.
             for stale in STALE_FIELDS:
                 row.raw.pop(stale, None)
             row.raw.update(fields)
-            return True
-        return _set_row(key, fields, create=True)(document, rows)
+        else:
+            _append(document, key, fields)
+        return True
 
     return change
 
@@ -131,12 +152,24 @@ def may_have_started(failure: Failure | None) -> bool:
             or failure.parse_error is not None)
 
 
+def _if_unchanged(seen: Row, fields: dict[str, Any], written: list[bool]) -> registry.Change:
+    """Update the row `seen` only while it is still exactly as it was read: a row another command rewrote
+    meanwhile (a re-spawn, a reconcile) is theirs."""
+    before = copy.deepcopy(seen.raw)
+
+    def change(document: dict[str, Any], rows: tuple[Row, ...]) -> bool:
+        row = next((r for r in rows if r.key == seen.key), None)
+        if row is None or row.raw != before:
+            return False
+        row.raw.update(fields)
+        written.append(True)
+        return True
+
+    return change
+
+
 def _write(app: App, change: registry.Change) -> registry.Registry:
     return registry.update(app.workspace.registry_path, app.row_default_backend, change)
-
-
-def _update(app: App, key: RowKey, fields: dict[str, Any]) -> registry.Registry:
-    return _write(app, _set_row(key, fields, create=False))
 
 
 def _wait_listed(app: App, server: str, name: str, ctx: CallContext) -> tuple[Agent | None, ServerOutcome]:
@@ -151,7 +184,8 @@ def _wait_listed(app: App, server: str, name: str, ctx: CallContext) -> tuple[Ag
 
 
 def spawn_document(app: App, name: str, *, agent: str | None, server: str | None, cwd: str | None,
-                   command: str | None, args: list[str]) -> dict[str, Any]:
+                   command: str | None, args: list[str], progress: bool = False) -> dict[str, Any]:
+    """`progress`: say on stderr, when it is a terminal, what a wait of more than a second waits for."""
     check_name(name, "agent name")
     server = default_server(app, server)
     argv = agent_argv(agent, command, args)
@@ -159,11 +193,18 @@ def spawn_document(app: App, name: str, *, agent: str | None, server: str | None
     if not directory.is_dir():
         raise MamError("usage", f"--cwd {cwd}: not a directory")
     backend = app.plugins.backend(app.backend_name)
+    spec = app.plugins.spec(app.backend_name)
+    refuse_unkept_name(spec, name)
     optional_operation(backend, "spawn")  # refuse before any server is started for nothing
+    missing = missing_program(argv[0], app.server_env, directory) if spec.program_check else None
+    if missing is not None:  # else the pane would die at once, or never show its agent
+        raise MamError("usage", missing, hint="install it or put it on PATH, or give its path with --command")
     key = (app.backend_name, server, name)
     known = app.load_registry().find(key)  # an invalid registry is refused before anything starts
     ctx = CallContext(timeout=app.timeout, env=app.server_env)
-    outcome = query_server(app.plugins, app.backend_name, server, ctx)
+    where = f"{app.backend_name} server {server}"
+    with waiting(f"asking {where} for its agents", progress):
+        outcome = query_server(app.plugins, app.backend_name, server, ctx)
     require_binary(app, outcome.error.kind if outcome.error else None, "mam spawn needs it")
     if any(a.name == name for a in outcome.agents):
         raise MamError("invalid_name", f"{name} is already running on {app.backend_name} server {server}",
@@ -176,7 +217,8 @@ def spawn_document(app: App, name: str, *, agent: str | None, server: str | None
             detail = outcome.error.message if outcome.error else outcome.state.value
             raise MamError("operation_failed", f"{app.backend_name} server {server} is not up ({detail}) and "
                            "MAM_NO_AUTOSTART=1", hint=f"start it with `mam bootstrap --server {server}`")
-        start_server(app, server)
+        with waiting(f"starting {where}", progress):
+            start_server(app, server)
     kind = agent or Path(argv[0]).name
     token = secrets.token_hex(8)
     blocked: list[Row] = []
@@ -190,7 +232,8 @@ def spawn_document(app: App, name: str, *, agent: str | None, server: str | None
         row = _write(app, _settle(key, token, fields)).find(key)
         return row if row is not None and row.raw.get(TOKEN) == token else None
 
-    result = app.plugins.spawn(backend, server, SpawnRequest(name, kind, str(directory), argv), ctx)
+    with waiting(f"starting {name} on {where}", progress):
+        result = app.plugins.spawn(backend, server, SpawnRequest(name, kind, str(directory), argv), ctx)
     if not result.ok:
         detail = result.message
         if result.failure is not None:
@@ -200,7 +243,8 @@ def spawn_document(app: App, name: str, *, agent: str | None, server: str | None
                            hint=UNSETTLED)
         settle({"status": "terminated", "terminated_at": registry.timestamp(), "terminated_reason": detail})
         raise MamError("operation_failed", f"{app.backend_name} did not start {name}: {detail}")
-    listed, outcome = _wait_listed(app, server, name, ctx)
+    with waiting(f"waiting for {where} to list {name}", progress):
+        listed, outcome = _wait_listed(app, server, name, ctx)
     if listed is None:
         if outcome.state is ServerState.UNKNOWN:
             reason = outcome.error.message if outcome.error else "no answer"
@@ -220,24 +264,30 @@ def spawn_document(app: App, name: str, *, agent: str | None, server: str | None
     return {"schema": 1, "session": session_entry(row, outcome)}
 
 
-def stop_document(app: App, name: str, server: str | None) -> dict[str, Any]:
+def stop_document(app: App, name: str, server: str | None, *, force: bool = False,
+                  progress: bool = False) -> dict[str, Any]:
+    """Close `name` and mark its row. A name with no row here is refused unless `force`, which asks the
+    backend anyway (on `server`, else the default server)."""
     check_name(name, "agent name")
     if server is not None:
         check_name(server, "server name")
+    refuse_unkept_name(app.plugins.spec(app.backend_name), name)
     reg = app.load_registry()
     rows = [r for r in reg.rows if r.name == name and r.backend == app.backend_name
             and (server is None or r.server == server)]
     if len(rows) > 1:
         servers = ", ".join(sorted(r.server for r in rows))
         raise MamError("usage", f"{name} is registered on several servers ({servers})", hint="pass --server")
-    if not rows and server is None:
-        raise MamError("usage", f"no agent {name} of backend {app.backend_name} in {reg.path}",
-                       hint="pass --server to stop an agent that is not registered")
     target = rows[0].server if rows else default_server(app, server)
+    if not rows and not force:
+        where = f" on {app.backend_name} server {server}" if server is not None else ""
+        raise MamError("operation_failed", f"{name} is not registered here{where} ({reg.path})",
+                       hint=f"`mam stop --force {name}` asks {app.backend_name} server {target} anyway")
     backend = app.plugins.backend(app.backend_name)
     optional_operation(backend, "stop")  # a backend that cannot stop must not get the row marked terminated
     ctx = CallContext(timeout=app.timeout, env=app.backend_env)
-    result = app.plugins.stop(backend, target, name, ctx)
+    with waiting(f"closing {name} on {app.backend_name} server {target}", progress):
+        result = app.plugins.stop(backend, target, name, ctx)
     if result.failure is not None:
         error = app.plugins.classify(backend, result.failure)
         require_binary(app, error.kind, "mam stop needs it")
@@ -249,6 +299,11 @@ def stop_document(app: App, name: str, server: str | None) -> dict[str, Any]:
         fields: dict[str, Any] = {"status": status, "stopped_at": registry.timestamp()}
         if not result.stopped:
             fields["terminated_reason"] = result.message
-        _update(app, rows[0].key, fields)
+        written: list[bool] = []
+        _write(app, _if_unchanged(rows[0], fields, written))
+        if not written:
+            raise MamError("operation_failed", f"{name} on {app.backend_name} server {target}: {result.message}, "
+                           "but another command changed its registry row meanwhile; mam left that row as it is",
+                           hint="`mam status` shows what it says now")
     return {"schema": 1, "name": name, "backend": app.backend_name, "server": target, "status": status,
             "registered": bool(rows), "message": result.message}

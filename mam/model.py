@@ -206,6 +206,12 @@ class BackendSpec:
     markers: tuple[str, ...] = ()  # env variables (or PREFIX_* patterns) it sets in its panes
     provider: str = field(default="", compare=False)  # filled in by the plugin manager
     server_options: ServerOptions = ServerOptions()  # refused in `mam exec` and the shims
+    # Why the backend cannot keep an agent name that mam's own rule accepts (tmux turns '.' into '_'), or None
+    # when it can. The core asks before anything is written or started.
+    name_rule: Callable[[str], str | None] | None = None
+    # It runs an agent's argv itself on this machine, with the environment mam hands it (tmux, zellij; not herdr,
+    # which types it into a shell of its own): spawn then checks that the program exists before anything starts.
+    program_check: bool = False
 
 
 @dataclass(frozen=True)

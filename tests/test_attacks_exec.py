@@ -364,12 +364,14 @@ def test_a_wrapper_that_calls_a_shim_cannot_loop(ws: Workspace, tmux: Tmux, tmp_
 
 # --- argv is run as given on herdr and zellij ----------------------------------------------------------------
 
-def _recorder(folder: Path, name: str, record: Path) -> Path:
-    """A stand-in agent program that writes the argv and cwd it was started with."""
+def _recorder(folder: Path, name: str, record: Path, stay: float = 0) -> Path:
+    """A stand-in agent program that writes the argv and cwd it was started with, then runs `stay` seconds
+    (an agent that exits at once is a failed spawn where the backend watches for that)."""
     folder.mkdir(parents=True, exist_ok=True)
     program = folder / name
-    program.write_text(f"#!{shutil.which('python3') or '/usr/bin/python3'}\nimport json, os, sys\n"
-                       f"open({str(record)!r}, 'w').write(json.dumps({{'argv': sys.argv[1:], 'cwd': os.getcwd()}}))\n")
+    program.write_text(f"#!{shutil.which('python3') or '/usr/bin/python3'}\nimport json, os, sys, time\n"
+                       f"open({str(record)!r}, 'w').write(json.dumps({{'argv': sys.argv[1:], 'cwd': os.getcwd()}}))\n"
+                       f"time.sleep({stay})\n")
     program.chmod(0o755)
     return program
 
@@ -418,7 +420,7 @@ def test_herdr_refuses_a_command_it_would_not_run(ws: Workspace, tmp_path: Path,
 
 def test_zellij_runs_the_argv_as_given(ws: Workspace, tmp_path: Path) -> None:
     pwned, record = tmp_path / "pwned", tmp_path / "record.json"
-    program = _recorder(tmp_path / "my agent", "run", record)
+    program = _recorder(tmp_path / "my agent", "run", record, stay=3)
     env = {**ws.env, "ZELLIJ_SOCKET_DIR": str(tmp_path / "zellij-sock"), "MAM_BACKEND": "zellij",
            "MAM_BOOTSTRAP_TIMEOUT": "1"}
     args = [a.replace("{pwned}", str(pwned)) for a in HOSTILE]
@@ -429,6 +431,6 @@ def test_zellij_runs_the_argv_as_given(ws: Workspace, tmp_path: Path) -> None:
     assert _recorded(record) == {"argv": args, "cwd": str(ws.root)}
     # One word is one program name, never a shell line: zellij finds no such program.
     proc = ws.mam("spawn", "one", "--command", f"'touch {pwned}; exec sleep 60'", "--server", "work", env=env)
-    assert proc.returncode == 1, (proc.stdout, proc.stderr)
+    assert proc.returncode == 2 and "no such program" in proc.stderr, (proc.stdout, proc.stderr)
     time.sleep(0.3)
     assert not pwned.exists()

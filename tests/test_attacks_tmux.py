@@ -83,7 +83,7 @@ def test_a_one_word_command_is_a_program_name_never_shell_text(ws: Workspace, tm
     server = tmux.name()
     pwned = tmp_path / "pwned"
     proc = ws.mam("spawn", "w1", "--server", server, "--command", f"'touch {pwned}; exec sleep 60'")
-    assert proc.returncode == 1, proc.stderr
+    assert proc.returncode == 2 and "no such program" in proc.stderr, proc.stderr
     time.sleep(0.3)
     assert not pwned.exists()
     assert "w1" not in _listed(ws, server)
@@ -110,7 +110,7 @@ def test_a_program_name_with_an_equals_sign_is_never_read_as_a_variable(ws: Work
     subprocess.run(["tmux", "-L", server, "-f", "/dev/null", "new-session", "-d", "-s", "theirs"],
                    env={**ws.env, "STRAY": "1"}, check=True, timeout=20)
     proc = ws.mam("spawn", "eq", "--server", server, "--command", f"A=1 {SLEEP}")
-    assert proc.returncode == 1, proc.stderr
+    assert proc.returncode == 2 and "no such program: A=1" in proc.stderr, proc.stderr
     assert "eq" not in _listed(ws, server)
 
 

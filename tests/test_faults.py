@@ -41,6 +41,9 @@ class Rig:
         """Put the faulty stand-in first on PATH under the backend's name; the environment to run mam in."""
         self.bin_dir.mkdir(exist_ok=True)
         shutil.copy(FAKES / "faulty", self.bin_dir / self.backend)
+        # The agent's program: tmux and zellij refuse a spawn of a program they would not find
+        (self.bin_dir / "claude").write_text("#!/bin/sh\nexec /bin/sleep 600\n")
+        (self.bin_dir / "claude").chmod(0o755)
         plan_path = self.bin_dir / "plan.json"
         plan_path.write_text(json.dumps({"mode": mode, "real": self.real, "log": str(self.log), **plan}))
         # Only the stand-in and python (which runs it) on PATH: once it is gone, no other copy is found.

@@ -35,7 +35,7 @@ def test_spawn_on_a_stopped_session_starts_it_once_then_the_agent(ws: Workspace)
 
 def test_herdr_refuses_what_it_cannot_start(ws: Workspace) -> None:
     proc = ws.mam("spawn", "Upper", "--agent", "claude", "--server", "team", "--json")
-    assert proc.returncode == 1 and "herdr agent names" in proc.stderr
+    assert proc.returncode == 2 and "herdr cannot keep the agent name 'Upper'" in proc.stderr  # before any row
     proc = ws.mam("spawn", "x1", "--command", "sleep 60", "--server", "team", "--json")
     assert proc.returncode == 1 and "--command is for tmux and zellij" in proc.stderr
     rows = yaml.safe_load(ws.registry.read_text())["sessions"]
@@ -65,5 +65,5 @@ def test_stop_on_a_down_session_is_terminated(ws: Workspace) -> None:
 
 def test_stop_of_an_unknown_name_says_what_to_do(ws: Workspace) -> None:
     proc = ws.mam("stop", "nobody", "--json")
-    assert proc.returncode == 2
-    assert json.loads(proc.stdout)["error"]["hint"].startswith("pass --server")
+    assert proc.returncode == 1
+    assert json.loads(proc.stdout)["error"]["hint"].startswith("`mam stop --force nobody`")

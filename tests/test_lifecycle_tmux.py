@@ -142,3 +142,58 @@ def test_spawn_into_a_server_mam_did_not_start_still_scrubs(ws: Workspace, tmux:
     assert "CLAUDECODE" not in pane and "CLAUDE_CODE_CHILD_SESSION" not in pane
     assert pane["KEEP_ME"] == "yes" and pane["TMUX"]
     assert "CLAUDECODE" in tmux.pane_env(server, "=theirs")  # their own pane is left as it was
+
+
+def test_a_name_tmux_cannot_keep_is_refused_before_anything_is_written(ws: Workspace, tmux: Tmux) -> None:
+    server = tmux.name()
+    proc = ws.mam("spawn", "a.b", "--server", server, "--command", STAND_IN, "--json")
+    assert proc.returncode == 2, proc.stderr
+    error = json.loads(proc.stdout)["error"]
+    assert error["code"] == "invalid_name"
+    assert error["message"] == "tmux cannot keep the agent name 'a.b': it turns '.' and ':' in session names into '_'"
+    assert not ws.registry.exists()  # it used to leave a terminated row
+    assert server not in tmux.sockets()
+    proc = ws.mam("stop", "a.b", "--server", server, "--force")
+    assert proc.returncode == 2 and "tmux cannot keep the agent name 'a.b'" in proc.stderr
+    assert not ws.registry.exists()
+
+
+def test_stop_of_a_name_that_is_not_registered_fails_unless_forced(ws: Workspace, tmux: Tmux) -> None:
+    server = tmux.name()
+    tmux.agent(server, "stray")
+    proc = ws.mam("stop", "stray", "--server", server)
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines()[0] == f"mam: stray is not registered here on tmux server {server} ({ws.registry})"
+    assert "stray" in tmux.run(server, "list-sessions", "-F", "#{session_name}").stdout  # left running
+    proc = ws.mam("stop", "nobody")  # no --server: the same answer
+    assert proc.returncode == 1 and proc.stderr.startswith(f"mam: nobody is not registered here ({ws.registry})")
+    assert "`mam stop --force nobody`" in proc.stderr
+    doc = ws.mam_json("stop", "stray", "--server", server, "--force")
+    assert (doc["status"], doc["registered"]) == ("stopped", False)
+    assert "stray" not in tmux.run(server, "list-sessions", "-F", "#{session_name}", check=False).stdout
+    doc = ws.mam_json("stop", "stray", "--server", server, "--force")  # gone now: said, not an error
+    assert doc["status"] == "terminated"
+    assert not ws.registry.exists()  # --force never writes a row
+
+
+def test_a_dead_pane_is_never_alive_and_stop_closes_it(ws: Workspace, tmux: Tmux) -> None:
+    server = tmux.name()
+    ws.mam_json("spawn", "keeper", "--server", server, "--command", STAND_IN)
+    # A session someone keeps after its program ends (remain-on-exit), registered as running.
+    tmux.run(server, "new-session", "-d", "-s", "ghost", "sleep 0.2", ";", "set-option", "-w", "remain-on-exit", "on")
+    deadline = time.monotonic() + 10
+    while tmux.run(server, "list-panes", "-t", "=ghost:", "-F", "#{pane_dead}").stdout.strip() != "1":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    ws.mam_json("reconcile", "--adopt", "--apply")  # a dead pane is nothing to adopt
+    assert [r["name"] for r in yaml.safe_load(ws.registry.read_text())["sessions"]] == ["keeper"]
+    with ws.registry.open("a") as registry_file:
+        registry_file.write("- " + json.dumps({"name": "ghost", "backend": "tmux", "server": server,
+                                               "status": "running"}) + "\n")
+    status = {s["name"]: s for s in ws.mam_json("status")["sessions"]}
+    assert status["ghost"]["live"] == "absent" and status["keeper"]["live"] == "alive"
+    assert [a["name"] for a in ws.mam_json("ls", "--server", server)["agents"]] == ["keeper"]
+    doc = ws.mam_json("stop", "ghost")
+    assert doc["status"] == "terminated" and "dead pane is closed" in doc["message"]
+    sessions = tmux.run(server, "list-sessions", "-F", "#{session_name}").stdout.split()
+    assert "ghost" not in sessions and "keeper" in sessions

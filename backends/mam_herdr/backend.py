@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import time
 from typing import Any
@@ -34,7 +33,6 @@ PROGRAMS = {
     "droid": "droid", "amp": "amp", "grok": "grok", "hermes": "hermes", "kilo": "kilo", "qodercli": "qodercli",
     "qwen": "qwen", "maki": "maki",
 }
-AGENT_NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}")  # herdr's own rule, stricter than mam's
 POLL_INTERVAL = 0.05
 
 
@@ -196,9 +194,6 @@ class HerdrBackend:
             shown = first if len(first) <= 60 else first[:60] + "..."
             return SpawnResult(False, f"herdr runs {kind}'s own program {program!r}, not {shown!r} "
                                       "(--command is for tmux and zellij)")
-        if not AGENT_NAME.fullmatch(request.name):
-            return SpawnResult(False, f"herdr agent names are lower-case letters, digits, '_' and '-', starting "
-                                      f"with a letter (at most 32): {request.name!r}")
         created = self._call(server, ["workspace", "create", "--cwd", request.cwd, "--label", request.name,
                                       "--no-focus"], ctx, "workspace_created")
         if isinstance(created, Failure):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from mam.hookspecs import hookimpl
 from mam.model import Backend, BackendSpec, ScrubRule, ServerCommand, ServerOptions
 
@@ -21,6 +23,16 @@ SERVER_OPTIONS = ServerOptions(
               ServerCommand(("session", "attach"))))
 
 
+AGENT_NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}")  # herdr's own rule for agent names, stricter than mam's
+
+
+def agent_name_rule(name: str) -> str | None:
+    if AGENT_NAME.fullmatch(name):
+        return None
+    return (f"herdr cannot keep the agent name {name!r}: its agent names are lower-case letters, digits, '_' "
+            "and '-', starting with a letter (at most 32)")
+
+
 def _load() -> Backend:
     from mam_herdr.backend import HerdrBackend
 
@@ -31,7 +43,7 @@ def _load() -> Backend:
 def mam_backends() -> list[BackendSpec]:
     return [BackendSpec(name="herdr", description="herdr, the agent-focused terminal multiplexer",
                         executable="herdr", load=_load, markers=MARKERS,
-                        server_options=SERVER_OPTIONS)]
+                        server_options=SERVER_OPTIONS, name_rule=agent_name_rule)]
 
 
 @hookimpl

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Mapping
 
 from mam import logfile, runner
@@ -31,6 +32,10 @@ SEP = "\x1f"  # unit separator between fields; a record ends with a newline
 # The session that holds an otherwise empty server up. Its leading "_" is not a valid mam name, so it can
 # never be confused with an agent; it is never listed.
 KEEPALIVE = "_mam_keepalive"
+# A new agent is watched this long: a program that ends within it "exited at once", and its spawn fails with
+# the reason instead of leaving a row that says running.
+EXIT_WINDOW = 0.3
+POLL_INTERVAL = 0.05
 
 
 def _escaped(field: str) -> str:
@@ -41,10 +46,14 @@ def _escaped(field: str) -> str:
 
 # Ids and numbers tmux makes itself go as they are; text anyone can set (a name, an option, a path) escaped.
 LIST_FORMAT = SEP.join(["#{session_id}", _escaped("session_name"), "#{window_index}", "#{pane_index}",
-                        "#{pane_id}", "#{pane_pid}", _escaped("@mam_agent"), _escaped("pane_current_path")])
+                        "#{pane_id}", "#{pane_pid}", "#{pane_dead}", _escaped("@mam_agent"),
+                        _escaped("pane_current_path")])
 _TEXT = r"([^\\\n\x1f]*(?:\\[\\\n\x1f][^\\\n\x1f]*)*)"  # plain characters and the three escapes only
-_RECORD = re.compile(rf"(\$[0-9]+){SEP}{_TEXT}{SEP}([0-9]+){SEP}([0-9]+){SEP}(%[0-9]+){SEP}([0-9]+){SEP}{_TEXT}{SEP}"
-                     rf"{_TEXT}\n")
+_RECORD = re.compile(rf"(\$[0-9]+){SEP}{_TEXT}{SEP}([0-9]+){SEP}([0-9]+){SEP}(%[0-9]+){SEP}([0-9]+){SEP}([01]){SEP}"
+                     rf"{_TEXT}{SEP}{_TEXT}\n")
+# A pane's end, as remain-on-exit keeps it: dead or not, its exit status, or the signal that killed it.
+PANE_STATE = SEP.join(["#{pane_id}", "#{pane_dead}", "#{pane_dead_status}", "#{pane_dead_signal}"])
+_PANE_ID = re.compile(r"%[0-9]+")
 _ESCAPE = re.compile(r"\\(.)", re.DOTALL)
 
 # The first line of stderr when no server runs (reference/tmux.md); everything else is not "down".
@@ -93,8 +102,9 @@ def _unescape(text: str) -> str:
 
 
 def parse_panes(stdout: str) -> tuple[Agent, ...]:
-    """One agent per session: its first pane. Every record must parse exactly, or the whole answer is refused:
-    a record passed over would read as an agent gone."""
+    """One agent per session: its first live pane. A dead pane (kept by remain-on-exit) runs nothing: a session
+    of dead panes only is no agent. Every record must parse exactly, or the whole answer is refused: a record
+    passed over would read as an agent gone."""
     firsts: dict[str, tuple[tuple[int, int], Agent]] = {}
     order: list[str] = []
     pos = 0
@@ -103,9 +113,9 @@ def parse_panes(stdout: str) -> tuple[Agent, ...]:
         if match is None:
             raise ValueError(f"listing record at character {pos} does not parse")
         pos = match.end()
-        sid, name, window, pane, pane_id, _pid, kind, path = match.groups()
+        sid, name, window, pane, pane_id, _pid, dead, kind, path = match.groups()
         name = _unescape(name)
-        if name == KEEPALIVE:
+        if name == KEEPALIVE or dead == "1":
             continue
         position = (int(window), int(pane))
         agent = Agent(name=name, agent=_unescape(kind) or None, cwd=_unescape(path) or None, pane_id=pane_id)
@@ -183,6 +193,18 @@ def classify_stderr(stderr: str) -> ServerError | None:
     return None
 
 
+def _missing_target(stderr: str) -> bool:
+    """tmux's answer for a session (or pane) that is not there, on a server that is."""
+    return _first_line(stderr).startswith(("can't find session", "can't find window", "can't find pane"))
+
+
+def _last_words(screen: str) -> str:
+    """The last line a dead pane's program printed, printable and short: pane text is anyone's."""
+    lines = [line for line in screen.splitlines() if line.strip() and not line.startswith("Pane is dead")]
+    text = "".join(c for c in lines[-1] if c.isprintable()).strip() if lines else ""
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
 def _is_down(stderr: str) -> bool:
     error = classify_stderr(stderr)
     return error is not None and error.kind is ErrorKind.SERVER_DOWN
@@ -248,9 +270,7 @@ class TmuxBackend:
         return [EXECUTABLE, "-L", server, *args]
 
     def spawn(self, server: str, request: SpawnRequest, ctx: CallContext) -> SpawnResult:
-        if "." in request.name:
-            # tmux 3.2-3.6 rewrite "." in session names to "_": the agent would never be found by its name.
-            return SpawnResult(False, f"tmux cannot keep the name {request.name!r}: use one without '.'")
+        # Names tmux cannot keep ('.') are refused by the core, from the plugin's name rule, before this runs.
         if not request.argv:
             return SpawnResult(False, "no program to run")
         if "=" in request.argv[0]:
@@ -268,15 +288,67 @@ class TmuxBackend:
         argv = ["env", *(part for name in leftovers for part in ("-u", name)), "--", *request.argv]
         args = ["new-session", "-d", "-s", literal_format(request.name), "-c", literal_format(request.cwd),
                 "-P", "-F", "#{pane_id}", "--", *(literal(arg) for arg in argv)]
+        # In the same invocation, so both are in place before anyone lists the session or the program can end
+        # (tmux handles the child's exit only between commands); without -t they apply to the session just made.
+        # remain-on-exit keeps a pane whose program ends, so that _watch can read why. Option values are not
+        # formats.
+        args += [";", "set-option", "-w", "remain-on-exit", "on"]
         if request.agent:
-            # In the same invocation, so the kind is there before anyone lists the session; without -t it
-            # applies to the session just made. Option values are not formats.
             args += [";", "set-option", "@mam_agent", literal(request.agent)]
         result = self._run(server, args, timeout=ctx.timeout, env=ctx.env, query=False, cwd=request.cwd)
         if result.returncode != 0 or result.stderr.strip():
             return SpawnResult(False, "tmux refused the new session", failure=Failure(self.name, server, result))
-        return SpawnResult(True, f"started {request.name} on tmux server {server}",
-                           pane_id=result.stdout.strip() or None)
+        pane_id = result.stdout.strip()
+        if not _PANE_ID.fullmatch(pane_id):
+            return SpawnResult(True, f"started {request.name} on tmux server {server}")
+        ended = self._watch(server, pane_id, ctx)
+        if ended is None:
+            return SpawnResult(True, f"started {request.name} on tmux server {server}", pane_id=pane_id)
+        screen = self._run(server, ["capture-pane", "-p", "-t", pane_id], timeout=ctx.timeout, env=ctx.env)
+        words = _last_words(screen.stdout) if screen.returncode == 0 else ""
+        # The dead pane would hold the name: close its session (by pane id: only the one made here).
+        self._run(server, ["kill-session", "-t", pane_id], timeout=ctx.timeout, env=ctx.env)
+        program = os.path.basename(request.argv[0])
+        return SpawnResult(False, f"{program!r} {ended}" + (f": {words}" if words else ""))
+
+    def _ended(self, server: str, pane_id: str, ctx: CallContext) -> str | None | Failure:
+        """How the program of `pane_id` ended, None while it runs, a Failure when tmux could not tell, and ""
+        when it is dead without a status yet (tmux saw its terminal close before it reaped the process)."""
+        result = self._run(server, ["list-panes", "-t", pane_id, "-F", PANE_STATE], timeout=ctx.timeout,
+                           env=ctx.env)
+        if result.returncode != 0:
+            return "exited at once" if _missing_target(result.stderr) else Failure(self.name, server, result)
+        for line in result.stdout.splitlines():
+            fields = line.split(SEP)
+            if len(fields) != 4 or fields[0] != pane_id:
+                continue
+            _, dead, status, signal = fields
+            if dead != "1":
+                return None
+            if status.isdigit():
+                return f"exited at once with status {status}"
+            return f"was killed at once by signal {signal}" if signal.isdigit() else ""
+        return "exited at once"  # its window is there, the pane is not
+
+    def _watch(self, server: str, pane_id: str, ctx: CallContext) -> str | None:
+        """Why the new agent ended within EXIT_WINDOW, or None when it still runs (or tmux could not tell: the
+        core's listing decides then). Afterwards remain-on-exit goes back to what the server says, so that the
+        session ends with its agent, as any tmux session does."""
+        deadline = time.monotonic() + EXIT_WINDOW
+        ended = self._ended(server, pane_id, ctx)
+        while ended is None and time.monotonic() < deadline:
+            time.sleep(POLL_INTERVAL)
+            ended = self._ended(server, pane_id, ctx)
+        reaped = time.monotonic() + 1.0
+        while ended == "" and time.monotonic() < reaped:  # dead: its status comes once tmux has reaped it
+            time.sleep(POLL_INTERVAL / 5)
+            ended = self._ended(server, pane_id, ctx)
+        if isinstance(ended, str):
+            return ended or "exited at once"
+        self._run(server, ["set-option", "-w", "-u", "-t", pane_id, "remain-on-exit"], timeout=ctx.timeout,
+                  env=ctx.env)
+        ended = self._ended(server, pane_id, ctx)  # it may have ended just before the option went
+        return (ended or "exited at once") if isinstance(ended, str) else None
 
     def _server_only_variables(self, server: str, ctx: CallContext) -> list[str] | Failure:
         result = self._run(server, ["show-environment", "-g"], timeout=ctx.timeout, env=ctx.env)
@@ -291,9 +363,14 @@ class TmuxBackend:
         return sorted(names)
 
     def stop(self, server: str, name: str, ctx: CallContext) -> StopResult:
-        result = self._run(server, ["kill-session", "-t", literal("=" + name)], timeout=ctx.timeout, env=ctx.env)
-        if result.returncode == 0:
+        # One invocation: whether any of its panes still runs, then close it (a session of dead panes too).
+        target = literal("=" + name)
+        result = self._run(server, ["list-panes", "-s", "-t", target, "-F", "#{pane_dead}", ";",
+                                    "kill-session", "-t", target], timeout=ctx.timeout, env=ctx.env)
+        if result.returncode == 0 and "0" in result.stdout.split():
             return StopResult(True, f"closed tmux session {name}")
-        if _first_line(result.stderr).startswith("can't find session") or _is_down(result.stderr):
+        if result.returncode == 0:
+            return StopResult(False, f"{name} had exited on tmux server {server}; its dead pane is closed")
+        if _missing_target(result.stderr) or _is_down(result.stderr):
             return StopResult(False, f"{name} was not running on tmux server {server}")
         return StopResult(False, "tmux could not close the session", failure=Failure(self.name, server, result))

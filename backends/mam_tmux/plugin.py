@@ -12,6 +12,13 @@ MARKERS = ("TMUX", "TMUX_PANE")
 SERVER_OPTIONS = ServerOptions(names=("-L", "-S"), valued=("-c", "-f", "-T"), before_command=True)
 
 
+def agent_name_rule(name: str) -> str | None:
+    """tmux 3.2-3.6 turn '.' and ':' in a session name into '_': an agent so named would never be found again."""
+    if "." in name or ":" in name:
+        return f"tmux cannot keep the agent name {name!r}: it turns '.' and ':' in session names into '_'"
+    return None
+
+
 def _load() -> Backend:
     from mam_tmux.backend import TmuxBackend
 
@@ -21,7 +28,8 @@ def _load() -> Backend:
 @hookimpl
 def mam_backends() -> list[BackendSpec]:
     return [BackendSpec(name="tmux", description="tmux; a server is a socket name (-L NAME)", executable="tmux",
-                        load=_load, markers=MARKERS, server_options=SERVER_OPTIONS)]
+                        load=_load, markers=MARKERS, server_options=SERVER_OPTIONS,
+                        name_rule=agent_name_rule, program_check=True)]
 
 
 @hookimpl

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from mam import logfile, runner
 from mam.listing import find_for_stop
@@ -24,6 +26,8 @@ from mam.model import (
 )
 from mam.names import NAME_PATTERN
 
+T = TypeVar("T")
+
 EXECUTABLE = "zellij"
 NO_SESSIONS = "No active zellij sessions found."
 # Parsed from the right: names may contain spaces.
@@ -32,6 +36,9 @@ _LINE = re.compile(r"^(?P<name>.*) \[Created (?P<age>.+?) ago\] ?"
 _NOT_FOUND = ("There is no active session!", "Session '", "No session with the name", "No session named",
               "Session: \"")
 POLL_INTERVAL = 0.05
+# A new agent is watched this long: a program that ends within it "exited at once", and its spawn fails with
+# the reason instead of leaving a row that says running.
+EXIT_WINDOW = 0.3
 
 
 def client_env(env: Mapping[str, str]) -> dict[str, str]:
@@ -68,14 +75,24 @@ def _is_agent_pane(title: object, command: object) -> bool:
     return title != program
 
 
-def parse_panes(stdout: str) -> tuple[Agent, ...]:
+def pane_list(stdout: str) -> list[dict[str, Any]]:
     panes = json.loads(stdout)
     if not isinstance(panes, list):
         raise ValueError("list-panes did not print a JSON list")
+    if not all(isinstance(pane, dict) for pane in panes):
+        raise ValueError("a pane entry is not an object")
+    return panes
+
+
+def held(panes: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    """The panes titled `name` whose program has ended: zellij holds a command pane, showing its exit code."""
+    return [p for p in panes if p.get("title") == name and p.get("exited") and not p.get("is_plugin")
+            and p.get("id") is not None]
+
+
+def parse_panes(stdout: str) -> tuple[Agent, ...]:
     agents = []
-    for pane in panes:
-        if not isinstance(pane, dict):
-            raise ValueError("a pane entry is not an object")
+    for pane in pane_list(stdout):
         if pane.get("exited") or pane.get("is_plugin"):
             continue
         title = pane.get("title")
@@ -114,11 +131,14 @@ class ZellijBackend:
             return sessions
         if not sessions[0].get(server, False):
             return Failure(self.name, server, sessions[1])  # classify reads the listing again: down
+        return self._list_panes(server, ctx, parse_panes)
+
+    def _list_panes(self, server: str, ctx: CallContext, parse: Callable[[str], T]) -> T | Failure:
         result = self._run(["--session", server, "action", "list-panes", "--json"], timeout=ctx.timeout,
                            env=ctx.env)
         if any(marker in result.stdout + result.stderr for marker in _NOT_FOUND):
             return Failure(self.name, server, result)  # exit 0 or not: zellij's exit codes lie
-        return runner.parse_or_failure(self.name, server, result, parse_panes)
+        return runner.parse_or_failure(self.name, server, result, parse)
 
     def classify(self, failure: Failure) -> ServerError | None:
         """Down only when zellij's own session listing parses and shows the session not live."""
@@ -175,11 +195,46 @@ class ZellijBackend:
         text = result.stdout + result.stderr
         if result.returncode != 0 or any(marker in text for marker in _NOT_FOUND) or NO_SESSIONS in text:
             return SpawnResult(False, "zellij run failed", failure=Failure(self.name, server, result))
+        ended = self._watch(server, request.name, ctx)
+        if ended is not None:
+            self._close(server, ended, ctx)  # the held pane would show as a second pane of that name
+            status = ended.get("exit_status")
+            how = f"exited at once with status {status}" if isinstance(status, int) else "exited at once"
+            return SpawnResult(False, f"{os.path.basename(request.argv[0])!r} {how}")
         return SpawnResult(True, f"started {request.name} in zellij session {server}")
+
+    def _watch(self, server: str, name: str, ctx: CallContext) -> dict[str, Any] | None:
+        """The newest pane titled `name` (the one just made: ids only grow) when its program ended within
+        EXIT_WINDOW; None while it runs, or when zellij could not tell (the core's listing decides then)."""
+        deadline = time.monotonic() + EXIT_WINDOW
+        while True:
+            panes = self._list_panes(server, ctx, pane_list)
+            if isinstance(panes, Failure):
+                return None
+            ours = max((p for p in panes if p.get("title") == name and not p.get("is_plugin")
+                        and isinstance(p.get("id"), int)), key=lambda p: int(p["id"]), default=None)
+            if ours is not None and ours.get("exited"):
+                return ours
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(POLL_INTERVAL)
+
+    def _close(self, server: str, pane: dict[str, Any], ctx: CallContext) -> CommandResult:
+        return self._run(["--session", server, "action", "close-pane", "--pane-id", f"terminal_{pane['id']}"],
+                         timeout=ctx.timeout, env=ctx.env)
 
     def stop(self, server: str, name: str, ctx: CallContext) -> StopResult:
         agent = find_for_stop(self, server, name, ctx)
         if isinstance(agent, StopResult):
+            if agent.failure is None:
+                # Not running (or down): a pane zellij holds after its program ended is closed all the same.
+                panes = self._list_panes(server, ctx, pane_list)
+                gone = held(panes, name) if not isinstance(panes, Failure) else []
+                for pane in gone:
+                    self._close(server, pane, ctx)
+                if gone:
+                    return StopResult(False, f"{name} had exited in zellij session {server}; its held pane is "
+                                             "closed")
             return agent
         result = self._run(["--session", server, "action", "close-pane", "--pane-id", f"terminal_{agent.pane_id}"],
                            timeout=ctx.timeout, env=ctx.env)

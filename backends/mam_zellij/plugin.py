@@ -37,7 +37,8 @@ def _load() -> Backend:
 @hookimpl
 def mam_backends() -> list[BackendSpec]:
     return [BackendSpec(name="zellij", description="zellij; a server is a session name", executable="zellij",
-                        load=_load, markers=MARKERS, server_options=SERVER_OPTIONS)]
+                        load=_load, markers=MARKERS, server_options=SERVER_OPTIONS,
+                        program_check=True)]
 
 
 @hookimpl
