@@ -75,7 +75,7 @@ class ServerError:
 
 @dataclass(frozen=True)
 class ServerOutcome:
-    """What one server said when asked for its agents (contract 4.1)."""
+    """What one server said when asked for its agents."""
 
     backend: str
     server: str

@@ -7,7 +7,7 @@ import re
 from mam.hookspecs import hookimpl
 from mam.model import Backend, BackendSpec, ScrubRule, ServerCommand, ServerOptions
 
-# What herdr sets in each of its panes (reference/herdr.md section 7 and env-markers.md).
+# What herdr (0.8) sets in each of its panes.
 MARKERS = (
     "HERDR_ENV", "HERDR_SOCKET_PATH", "HERDR_CLIENT_SOCKET_PATH", "HERDR_BIN_PATH", "HERDR_SESSION",
     "HERDR_WORKSPACE_ID", "HERDR_TAB_ID", "HERDR_PANE_ID", "HERDR_STARTUP_CWD", "HERDR_PLUGIN_*",

@@ -1,4 +1,4 @@
-"""Driving tmux (reference/tmux.md). Every call has `-L NAME`; every query has `-N`, so none starts a server.
+"""Driving tmux (3.2 or later). Every call has `-L NAME`; every query has `-N`, so none starts a server.
 
 Hostile text both ways. What mam hands tmux goes literally: tmux expands `#` formats in some arguments and reads
 an argument ending in `;` as a command separator. What comes back is escaped by tmux itself, so that no field a
@@ -56,7 +56,7 @@ PANE_STATE = SEP.join(["#{pane_id}", "#{pane_dead}", "#{pane_dead_status}", "#{p
 _PANE_ID = re.compile(r"%[0-9]+")
 _ESCAPE = re.compile(r"\\(.)", re.DOTALL)
 
-# The first line of stderr when no server runs (reference/tmux.md); everything else is not "down".
+# The first line of stderr when no server runs, as tmux words it; everything else is not "down".
 _MISSING_SOCKET = re.compile(r"^error connecting to (.*) \(No such file or directory\)$")
 _DOWN = (
     re.compile(r"^no server running on "),
