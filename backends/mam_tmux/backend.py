@@ -288,10 +288,10 @@ class TmuxBackend:
         argv = ["env", *(part for name in leftovers for part in ("-u", name)), "--", *request.argv]
         args = ["new-session", "-d", "-s", literal_format(request.name), "-c", literal_format(request.cwd),
                 "-P", "-F", "#{pane_id}", "--", *(literal(arg) for arg in argv)]
-        # In the same invocation, so both are in place before anyone lists the session or the program can end
-        # (tmux handles the child's exit only between commands); without -t they apply to the session just made.
-        # remain-on-exit keeps a pane whose program ends, so that _watch can read why. Option values are not
-        # formats.
+        # In the same invocation, so both are in place before anyone lists the session and before tmux can see
+        # the program end (it learns of that in its event loop, after this invocation's commands have run);
+        # without -t they apply to the session just made. remain-on-exit keeps a pane whose program ends, so
+        # that _watch can read why. Option values are not formats.
         args += [";", "set-option", "-w", "remain-on-exit", "on"]
         if request.agent:
             args += [";", "set-option", "@mam_agent", literal(request.agent)]
