@@ -304,7 +304,7 @@ def test_the_lifecycle_on_tmux(ws: Workspace, tmux: Tmux) -> None:
     assert {d["class"] for d in doc["drifts"]} == {"A", "B"}
     checked(ws, "reconcile", "--apply")
     assert checked(ws, "stop", "agent-1")["status"] == "stopped"
-    doc = checked(ws, "stop", "stray", "--server", server)  # not registered
+    doc = checked(ws, "stop", "stray", "--server", server, "--force")  # not registered
     assert doc["registered"] is False and doc["status"] == "stopped"
     assert checked(ws, "stop", "agent-1")["status"] == "stopped"  # already recorded as gone
     assert checked(ws, "status")["backend"] == "tmux"
