@@ -1,0 +1,129 @@
+"""The commands that act on servers and agents: bootstrap, spawn, stop, forget, prune, exec."""
+
+import os
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from mam.cli import complete
+from mam.cli.context import begin, emit
+from mam.cli.queries import Json
+from mam.errors import MamError
+
+DryRun = Annotated[bool, typer.Option("--dry-run", help="say what would be removed, write nothing")]
+
+
+def bootstrap(ctx: typer.Context,
+              server: Annotated[str, typer.Option("--server", metavar="NAME", autocompletion=complete.servers,
+                                                  help="the server to start")],
+              as_json: Json = False) -> int:
+    call = begin(ctx, as_json)
+    from mam.commands import bootstrap_document
+
+    doc = bootstrap_document(call.open(), server)
+    emit(doc, call.json, None if call.json else f"{doc['backend']} server {doc['server']} is up ({doc['message']})")
+    return 0
+
+
+def spawn(ctx: typer.Context,
+          name: Annotated[str, typer.Argument(metavar="NAME", help="the agent's name, unique on its server")],
+          args: Annotated[list[str] | None, typer.Argument(
+              metavar="[-- ARGS...]", help="arguments for the agent, after --", show_default=False)] = None,
+          agent: Annotated[str | None, typer.Option(
+              "--agent", metavar="KIND", help="agent kind: claude, codex, gemini, opencode, ...")] = None,
+          server: Annotated[str | None, typer.Option(
+              "--server", metavar="NAME", autocompletion=complete.servers,
+              help="server to start it on (default $MAM_SERVER, else mam)")] = None,
+          cwd: Annotated[str | None, typer.Option("--cwd", metavar="DIR", help="working directory")] = None,
+          command: Annotated[str | None, typer.Option(
+              "--command", metavar="CMD", help="run this command instead of the agent's own program")] = None,
+          as_json: Json = False) -> int:
+    call = begin(ctx, as_json, takes_trailing=True)
+    from mam.lifecycle import spawn_document
+
+    doc = spawn_document(call.open(), name, agent=agent, server=server, cwd=cwd, command=command,
+                         args=[*(args or ()), *call.trailing], progress=not call.json)
+    s = doc["session"]
+    emit(doc, call.json, None if call.json else f"{s['name']} is {s['status']} on {s['backend']} server "
+                                                f"{s['server']} (pane {s['pane_id']}, cwd {s['cwd']})")
+    return 0
+
+
+def stop(ctx: typer.Context,
+         name: Annotated[str, typer.Argument(metavar="NAME", autocompletion=complete.agents,
+                                             help="the agent to stop")],
+         server: Annotated[str | None, typer.Option("--server", metavar="NAME", autocompletion=complete.servers,
+                                                    help="its server")] = None,
+         force: Annotated[bool, typer.Option(
+             "--force", help="ask the backend even when NAME is not registered here (on --server, else the default "
+                             "server)")] = False,
+         as_json: Json = False) -> int:
+    call = begin(ctx, as_json)
+    from mam.lifecycle import stop_document
+
+    doc = stop_document(call.open(), name, server, force=force, progress=not call.json)
+    emit(doc, call.json, None if call.json else f"{doc['name']} on {doc['backend']} server {doc['server']}: "
+                                                f"{doc['status']} ({doc['message']})")
+    return 0
+
+
+def _removed_text(doc: dict[str, Any]) -> str:
+    verb = "would forget" if doc["dry_run"] else "forgot"
+    if not doc["removed"]:
+        return f"nothing to remove from {doc['registry']}"
+    return "\n".join(f"{verb} {e['name']} ({e['backend']} server {e['server']}, {e['status']})"
+                     for e in doc["removed"])
+
+
+def forget(ctx: typer.Context,
+           names: Annotated[list[str], typer.Argument(metavar="NAME...", autocompletion=complete.agents,
+                                                      help="the agents to forget")],
+           server: Annotated[str | None, typer.Option("--server", metavar="NAME", autocompletion=complete.servers,
+                                                      help="only on this server")] = None,
+           force: Annotated[bool, typer.Option("--force",
+                                               help="forget rows registered starting or running too")] = False,
+           dry_run: DryRun = False,
+           as_json: Json = False) -> int:
+    call = begin(ctx, as_json)
+    from mam.forget import forget_document
+
+    doc = forget_document(call.open(), names, server, force=force, dry_run=dry_run)
+    emit(doc, call.json, _removed_text(doc))
+    return 0
+
+
+def prune(ctx: typer.Context,
+          status: Annotated[str | None, typer.Option(
+              "--status", metavar="LIST",
+              help="comma-separated statuses to remove (default terminated,stopped; never starting or running)")
+          ] = None,
+          older_than: Annotated[float | None, typer.Option(
+              "--older-than", metavar="DAYS", help="only rows whose last change is older")] = None,
+          dry_run: DryRun = False,
+          as_json: Json = False) -> int:
+    call = begin(ctx, as_json)
+    from mam.forget import prune_document
+
+    statuses = [s for s in (status or "terminated,stopped").split(",") if s]
+    doc = prune_document(call.open(), statuses, older_than, dry_run=dry_run)
+    emit(doc, call.json, _removed_text(doc))
+    return 0
+
+
+def exec_(ctx: typer.Context,
+          args: Annotated[list[str] | None, typer.Argument(
+              metavar="-- ARGS...", help="the backend's own command line, after --", show_default=False)] = None,
+          server: Annotated[str | None, typer.Option("--server", metavar="NAME", autocompletion=complete.servers,
+                                                     help="the server (default $MAM_SERVER)")] = None) -> int:
+    call = begin(ctx, None, takes_trailing=True)
+    from mam.passthrough import exec_command
+
+    argv = [*(args or ()), *call.trailing]
+    if not argv:
+        raise MamError("usage", "mam exec needs the backend's command line after --",
+                       hint="e.g. `mam --backend tmux exec --server S -- list-sessions`, or `-- agent list` on herdr")
+    program, argv, environ = exec_command(call.open(), server, argv)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(program, argv, environ)  # noqa: S606 - explicit program and argv, no shell

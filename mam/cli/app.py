@@ -1,0 +1,131 @@
+"""The typer app: the root options, and every command with its one-line summary, in the order `mam --help`
+lists them. The commands themselves are in queries.py, agents.py and tools.py."""
+
+from typing import Annotated, Any
+
+import click
+import typer
+
+from mam import __version__
+from mam.cli import agents, queries, tools
+from mam.cli.context import State, show_help
+
+DESCRIPTION = "mam, the multi-agent mux: track the coding agents running in terminal multiplexer panes."
+# \b keeps click from rewrapping the block that follows it.
+EPILOG = """\
+\b
+environment:
+  MAM_BACKEND            backend when --backend is not given (then `backend:` in .mam/config.yaml, then herdr)
+  MAM_SERVER             server when --server is not given (spawn, stop, exec; default mam)
+  MAM_WORKSPACE          project directory holding .mam/ (also $WORKSPACE_ROOT, $CLAUDE_PROJECT_DIR)
+  MAM_TIMEOUT            seconds each backend call may take (default 10; 0 < s <= 3600)
+  MAM_BOOTSTRAP_TIMEOUT  seconds to wait for a started server to answer (default 10)
+  MAM_NO_AUTOSTART=1     never start a server, not even for spawn or exec
+  MAM_DISABLE_PLUGINS    comma-separated plugins not to load; MAM_LOAD_PLUGINS: load only these
+  MAM_DEBUG=1            show the traceback of an internal error
+
+\b
+exit codes: 0 done (drift and unknown servers are findings), 1 an operation failed, 2 bad input,
+3 backend or its binary not found, 4 a backend plugin failed to load.
+Every command but exec takes --json, after the command or before it (exec prints the backend's own output).
+Shell completion: mam --install-completion (bash, zsh or fish)."""
+
+SETTINGS: dict[str, Any] = {"help_option_names": ["-h", "--help"]}
+# A stray word reaches the command (ctx.args), which names it in mam's words (context.begin).
+LEAF: dict[str, Any] = {"allow_extra_args": True}
+
+
+def _print_version(ctx: click.Context, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(f"mam {__version__}")
+        raise typer.Exit()
+
+
+def _root(ctx: typer.Context,
+          backend: Annotated[str | None, typer.Option(
+              "--backend", "-b", metavar="NAME",
+              help="backend to use: herdr (default), tmux, zellij, or a plugin's; also $MAM_BACKEND, then "
+                   "`backend:` in .mam/config.yaml")] = None,
+          workspace: Annotated[str | None, typer.Option(
+              "--workspace", metavar="DIR", help="project directory holding .mam/ (default: discovered)")] = None,
+          as_json: Annotated[bool, typer.Option(
+              "--json", help="print one JSON document on stdout (as the command's own --json)")] = False,
+          version: Annotated[bool, typer.Option(
+              "--version", is_eager=True, callback=_print_version, help="print the version and exit")] = False,
+          ) -> int | None:
+    state = ctx.ensure_object(State)
+    state.backend, state.workspace, state.json = backend, workspace, as_json
+    return show_help(ctx) if ctx.invoked_subcommand is None else None
+
+
+def _group_help(ctx: typer.Context) -> int | None:
+    """`mam shim` and `mam skills` alone show their own help, as `mam` alone does."""
+    return show_help(ctx) if ctx.invoked_subcommand is None else None
+
+
+def _typer(help: str | None = None, epilog: str | None = None) -> typer.Typer:
+    # rich_markup_mode=None: click's plain help, and rich is never imported even where it is installed.
+    return typer.Typer(help=help, epilog=epilog, rich_markup_mode=None, invoke_without_command=True,
+                       pretty_exceptions_enable=False, context_settings=SETTINGS)
+
+
+app = _typer(DESCRIPTION, EPILOG)
+app.callback()(_root)
+
+
+def _add(group: typer.Typer, name: str, run: Any, summary: str, short: str | None = None) -> None:
+    group.command(name, help=summary, short_help=short or summary, context_settings=LEAF)(run)
+
+
+_add(app, "status", queries.status, "Every registry row with what its server says about it now. Never starts a "
+                                    "server.")
+_add(app, "reconcile", queries.reconcile, "Compare the registry with the live servers and report drift; fix it "
+                                          "only with --apply.")
+_add(app, "ls", queries.ls, "The live agents of one server of the selected backend, straight from the backend.")
+_add(app, "bootstrap", agents.bootstrap, "Start a server of the selected backend if it is down, with a scrubbed "
+                                         "environment.")
+_add(app, "spawn", agents.spawn, "Start an agent in a new pane or session, registered at once; starts its server "
+                                 "if it is down.")
+_add(app, "stop", agents.stop, "Close an agent's pane or session and mark it stopped (terminated when it was "
+                               "already gone).")
+_add(app, "forget", agents.forget, "Remove agents' rows from the registry (not their panes). An active row takes "
+                                   "--force.")
+_add(app, "prune", agents.prune, "Remove the rows of agents that are gone (terminated, stopped) from the registry.")
+_add(app, "exec", agents.exec_,
+     "Run the backend's own CLI against one server (herdr --session S ..., tmux -L S ...), scrubbed. Starts the "
+     "server first if it is down, unless MAM_NO_AUTOSTART=1. Its output and exit code are the backend's own, so it "
+     "takes no --json. Options that pick another server or socket (tmux -L/-S, herdr --session, zellij "
+     "--session/-s) are refused.",
+     "Run the backend's own CLI against one server, scrubbed; takes no --json.")
+
+shim = _typer()
+shim.callback()(_group_help)
+_add(shim, "install", tools.shim_install, "Write `herdr`, `tmux` and `zellij` shims; put DIR first on PATH and set "
+                                          "MAM_SERVER to use them.")
+app.add_typer(shim, name="shim", help="Shims that route herdr, tmux and zellij through `mam exec`.")
+
+skills = _typer()
+skills.callback()(_group_help)
+_add(skills, "install", tools.skills_install, "Copy the multi-agent-mux skills (status, monitor, spawn) into a "
+                                              "project.")
+app.add_typer(skills, name="skills", help="Agent skills that drive mam.")
+
+_add(app, "demo", tools.demo, "Show mam at work on a private tmux server: spawn, status, drift, reconcile --apply; "
+                              "then clean up.")
+_add(app, "backends", queries.backends, "Installed backends: where each comes from, its binary, its version, load "
+                                        "errors.")
+_add(app, "env", queries.env, "The environment a server bootstrap would get: what is removed, and which rule "
+                              "removed it.")
+_add(app, "version", queries.version, "Print the version.")
+
+
+ORDER = ("status", "reconcile", "ls", "bootstrap", "spawn", "stop", "forget", "prune", "exec", "shim", "skills",
+         "demo", "backends", "env", "version")
+
+
+def command() -> click.Group:
+    """The click tree typer builds from the app, its commands in the order of ORDER (typer puts groups last)."""
+    group = typer.main.get_command(app)
+    assert isinstance(group, click.Group)
+    group.commands = {name: group.commands[name] for name in ORDER}
+    return group

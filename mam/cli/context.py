@@ -1,0 +1,101 @@
+"""What every command shares: the root's options, the checks each command makes before it runs, and output."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from mam.errors import EXIT_BACKEND_NOT_FOUND, MamError
+
+if TYPE_CHECKING:
+    from mam.app import App
+
+# Why a command takes no --json, where there is more to say than that it has none.
+NO_JSON_BECAUSE = {"mam exec": "its output is the backend's own"}
+
+
+@dataclass
+class State:
+    """The click context's `obj`: the words after `--`, then the root command's options."""
+
+    trailing: list[str] = field(default_factory=list)
+    backend: str | None = None
+    workspace: str | None = None
+    json: bool = False
+
+
+@dataclass(frozen=True)
+class Call:
+    """One command's view of the root options, once its checks have passed."""
+
+    backend: str | None
+    workspace: str | None
+    json: bool
+    trailing: list[str]
+
+    def open(self) -> App:
+        from mam.app import App
+
+        return App.open(self.workspace, self.backend)
+
+
+def no_json(path: str) -> MamError:
+    because = NO_JSON_BECAUSE.get(path)
+    return MamError("usage", f"{path} takes no --json" + (f": {because}" if because else ""),
+                    hint=f"run '{path} --help'")
+
+
+def begin(ctx: click.Context, as_json: bool | None, takes_trailing: bool = False) -> Call:
+    """The checks of every command, after click has parsed it and before anything runs, in this order: a stray
+    word, words after `--` for a command that takes none, `mam --json` for a command without --json (None)."""
+    state = ctx.ensure_object(State)
+    if ctx.args:
+        raise MamError("usage", f"unexpected argument {ctx.args[0]!r}", hint=f"run '{ctx.command_path} --help'")
+    if state.trailing and not takes_trailing:
+        raise MamError("usage", "only spawn and exec take arguments after --", hint="run 'mam --help'")
+    if as_json is None and state.json:
+        raise no_json(ctx.command_path)
+    return Call(state.backend, state.workspace, bool(as_json) or state.json, state.trailing)
+
+
+def show_help(ctx: click.Context) -> int:
+    """`mam`, `mam shim` and `mam skills` alone print their help (exit 0); with --json that is no document."""
+    state = ctx.ensure_object(State)
+    if state.trailing:
+        raise MamError("usage", "only spawn and exec take arguments after --", hint="run 'mam --help'")
+    if state.json:
+        raise MamError("usage", f"{ctx.command_path} alone prints its help, not a JSON document",
+                       hint=f"run '{ctx.command_path} --help'")
+    click.echo(ctx.get_help())
+    return 0
+
+
+def emit(doc: dict[str, Any], as_json: bool, text: str | None = None, compact: bool = False) -> None:
+    if as_json:
+        sys.stdout.write(json.dumps(doc, separators=(",", ":")) if compact else json.dumps(doc, indent=2))
+        sys.stdout.write("\n")
+    elif text is not None:
+        sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
+def say_unanswered(app: App, doc: dict[str, Any]) -> int:
+    """Servers that could not be asked are said first, on stderr; a missing backend binary is exit 3."""
+    from mam.status import unanswered
+
+    notes, binary_missing = unanswered(app, doc)
+    for note in notes:
+        sys.stderr.write(f"mam: {note}\n")
+    sys.stderr.flush()
+    return EXIT_BACKEND_NOT_FOUND if binary_missing else 0
+
+
+def end_children() -> None:
+    """An interrupted command leaves no backend process behind (they run in sessions of their own)."""
+    runner = sys.modules.get("mam.runner")
+    if runner is not None:
+        runner.kill_running()

@@ -1,0 +1,71 @@
+"""The entry point: runs one command line and turns every way it can end into mam's exit codes and messages."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import NoReturn
+
+import click
+
+from mam.cli import complete, usage
+from mam.cli.context import State, end_children
+from mam.errors import MamError
+
+
+def run(argv: list[str]) -> int:
+    from mam.cli.app import command
+
+    root = command()
+    words, trailing = usage.split(argv)
+    words, path = usage.prepare(words, root)
+    try:
+        # Not root.main(): it would print click's own errors and turn Ctrl-C into click.Abort.
+        with root.make_context("mam", words, obj=State(trailing)) as ctx:
+            return int(root.invoke(ctx) or 0)
+    except click.exceptions.Exit as exc:  # --help, --version
+        return exc.exit_code
+    except click.UsageError as exc:
+        raise usage.from_click(exc, path) from None
+    except click.ClickException as exc:
+        raise MamError("operation_failed", " ".join(exc.format_message().split())) from None
+
+
+def _wants_json(argv: list[str]) -> bool:
+    return "--json" in usage.split(argv)[0]
+
+
+def _fail(error: MamError, as_json: bool) -> NoReturn:
+    sys.stderr.write(f"mam: {error.message}\n")
+    if error.hint:
+        sys.stderr.write(f"hint: {error.hint}\n")
+    if as_json:
+        sys.stdout.write(json.dumps(error.as_json()) + "\n")
+    sys.stdout.flush()
+    sys.exit(error.exit_code)
+
+
+def main(argv: list[str] | None = None) -> NoReturn:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if os.environ.get(complete.VARIABLE):
+        from mam.cli.app import command
+
+        complete.respond(command)
+    as_json = _wants_json(args)
+    try:
+        code = run(args)
+    except MamError as exc:
+        _fail(exc, as_json)
+    except KeyboardInterrupt:
+        end_children()
+        sys.stderr.write("mam: interrupted\n")
+        sys.exit(130)
+    except BrokenPipeError:
+        os._exit(0)
+    except Exception as exc:
+        if os.environ.get("MAM_DEBUG") == "1":
+            raise
+        _fail(MamError("operation_failed", f"internal error: {type(exc).__name__}: {exc}",
+                       hint="rerun with MAM_DEBUG=1 for a traceback, and report it"), as_json)
+    sys.exit(code)

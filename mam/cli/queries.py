@@ -1,0 +1,110 @@
+"""The commands that ask and report: status, reconcile, ls, backends, env, version. None starts a server."""
+
+import math
+import time
+from typing import Annotated
+
+import typer
+
+from mam import __version__
+from mam.cli import complete
+from mam.cli.context import begin, emit, end_children, say_unanswered
+from mam.errors import MamError
+
+MIN_WATCH = 0.1  # seconds between two reconcile passes: less is a busy loop
+
+Json = Annotated[bool, typer.Option("--json", help="print one JSON document on stdout")]
+
+
+def status(ctx: typer.Context,
+           server: Annotated[list[str] | None, typer.Option(
+               "--server", metavar="NAME", autocompletion=complete.servers,
+               help="only this server of the selected backend (repeatable)")] = None,
+           as_json: Json = False) -> int:
+    call = begin(ctx, as_json)
+    from mam import render
+    from mam.status import status_document
+
+    app = call.open()
+    doc = status_document(app, server or ())
+    code = say_unanswered(app, doc)
+    emit(doc, call.json, None if call.json else render.status_text(doc))
+    return code
+
+
+def reconcile(ctx: typer.Context,
+              apply: Annotated[bool, typer.Option(
+                  "--apply", help="write the fixes to the registry (the only writing form)")] = False,
+              adopt: Annotated[bool, typer.Option(
+                  "--adopt", help="register live named agents that have no row")] = False,
+              watch: Annotated[float | None, typer.Option(
+                  "--watch", metavar="SECONDS", help="repeat every SECONDS until interrupted")] = None,
+              once: Annotated[bool, typer.Option("--once", help="one pass (the default)")] = False,
+              dry_run: Annotated[bool, typer.Option("--dry-run", help="write nothing (the default)")] = False,
+              emit_diff: Annotated[bool, typer.Option("--emit-diff", help="print the report (the default)")] = False,
+              as_json: Json = False) -> int:
+    call = begin(ctx, as_json)
+    from mam import render
+    from mam.reconcile import reconcile_document
+
+    if apply and dry_run:
+        raise MamError("usage", "--apply and --dry-run contradict each other", hint="drop one of them")
+    if watch is not None and not (math.isfinite(watch) and watch >= MIN_WATCH):
+        raise MamError("usage", f"--watch {watch:g}: expected a number of seconds, at least {MIN_WATCH:g}")
+    if watch is not None and once:
+        raise MamError("usage", "--once and --watch contradict each other", hint="drop one of them")
+    app = call.open()
+    if watch is None:
+        doc = reconcile_document(app, apply=apply, adopt=adopt)
+        code = say_unanswered(app, doc)
+        emit(doc, call.json, None if call.json else render.reconcile_text(doc))
+        return code
+    try:
+        while True:
+            doc = reconcile_document(app, apply=apply, adopt=adopt)
+            stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+            emit(doc, call.json, None if call.json else f"--- {stamp}\n{render.reconcile_text(doc)}", compact=True)
+            time.sleep(watch)
+    except KeyboardInterrupt:
+        end_children()
+        return 0
+
+
+def ls(ctx: typer.Context,
+       server: Annotated[str, typer.Option("--server", metavar="NAME", autocompletion=complete.servers,
+                                           help="the server to list")],
+       as_json: Json = False) -> int:
+    call = begin(ctx, as_json)
+    from mam import render
+    from mam.commands import ls_document
+    from mam.model import ServerState
+
+    doc, outcome = ls_document(call.open(), server)
+    emit(doc, call.json, None if call.json else render.ls_text(doc))
+    return 1 if outcome.state is ServerState.UNKNOWN else 0
+
+
+def backends(ctx: typer.Context, as_json: Json = False) -> int:
+    call = begin(ctx, as_json)
+    from mam import render
+    from mam.commands import backends_document
+
+    doc = backends_document(call.open())
+    emit(doc, call.json, None if call.json else render.backends_text(doc))
+    return 0
+
+
+def env(ctx: typer.Context, as_json: Json = False) -> int:
+    call = begin(ctx, as_json)
+    from mam import render
+    from mam.commands import env_document
+
+    doc = env_document(call.open())
+    emit(doc, call.json, None if call.json else render.env_text(doc))
+    return 0
+
+
+def version(ctx: typer.Context, as_json: Json = False) -> int:
+    call = begin(ctx, as_json)
+    emit({"schema": 1, "version": __version__}, call.json, f"mam {__version__}")
+    return 0

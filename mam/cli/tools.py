@@ -1,0 +1,55 @@
+"""The commands that set mam up or show it: shim install, skills install, demo."""
+
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from mam.cli.context import begin, emit
+from mam.cli.queries import Json
+
+
+def shim_install(ctx: typer.Context,
+                 folder: Annotated[str | None, typer.Option(
+                     "--dir", metavar="DIR", help="where to write them (default .mam/shim/)")] = None,
+                 as_json: Json = False) -> int:
+    call = begin(ctx, as_json)
+    from pathlib import Path
+
+    from mam.passthrough import install_shims
+
+    target = Path(folder) if folder else call.open().workspace.dot_mam / "shim"
+    shims = [str(path) for path in install_shims(target)]
+    emit({"schema": 1, "dir": str(target.resolve()), "shims": shims}, call.json, "\n".join(shims))
+    print(f'use them with: export PATH="{target.resolve()}:$PATH" MAM_SERVER=NAME', file=sys.stderr)
+    return 0
+
+
+def skills_install(ctx: typer.Context,
+                   dest: Annotated[str | None, typer.Option(
+                       "--dest", metavar="DIR",
+                       help="where to put them (default .agents/skills/; e.g. .claude/skills/)")] = None,
+                   force: Annotated[bool, typer.Option(
+                       "--force", help="overwrite files that differ from mam's (your edits, or an older mam's copy)")
+                   ] = False) -> int:
+    call = begin(ctx, None)
+    from pathlib import Path
+
+    from mam.skills import DEFAULT_DEST, install_skills
+
+    target = Path(dest) if dest else call.open().workspace.root / DEFAULT_DEST
+    for path in install_skills(target, force=force):
+        print(path)
+    return 0
+
+
+def demo(ctx: typer.Context, as_json: Json = False) -> int:
+    call = begin(ctx, as_json)
+    from mam.demo import run_demo
+
+    if not call.json:
+        return run_demo(print)
+    steps: list[dict[str, Any]] = []
+    code = run_demo(lambda line: None, steps.append)
+    emit({"schema": 1, "steps": steps}, True)
+    return code
