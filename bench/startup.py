@@ -1,5 +1,6 @@
 """Cold start-up of the mam command: fresh processes of `mam --help`, `mam version` and `mam status --json` on
-an empty registry, beside `python -c pass` (the interpreter's own floor), timed in turns.
+an empty registry, beside `python -c pass` (the interpreter's own floor) and the `--help` of a bare one-command
+typer app on the same interpreter (bench/bare_typer.py: what typer itself costs), timed in turns.
 
 Run: python3 bench/startup.py [--runs 20]. Prints a Markdown table and the modules the status path imports.
 """
@@ -11,13 +12,17 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 from typing import Any
 
 from common import clean_env, interleaved, median
 
 FLOOR = "python -c pass (interpreter floor)"
+BARE = "bare one-command typer app --help"
 HELP = "mam --help"
+VERSION = "mam version"
 STATUS = "mam status --json (empty registry)"
+BARE_APP = Path(__file__).resolve().parent / "bare_typer.py"
 
 
 def status_modules(env: dict[str, str], cwd: str) -> list[str]:
@@ -33,7 +38,8 @@ def status_modules(env: dict[str, str], cwd: str) -> list[str]:
 
 
 def measure(runs: int = 20) -> dict[str, Any]:
-    mam = shutil.which("mam")
+    # The mam of this interpreter, beside it, as the bare app runs on it: not a wrapper found first on PATH.
+    mam = shutil.which("mam", path=str(Path(sys.executable).parent)) or shutil.which("mam")
     if mam is None:
         raise SystemExit("mam is not installed: pip install -e .")
     workspace = tempfile.mkdtemp(prefix="mam-bench-")
@@ -41,8 +47,9 @@ def measure(runs: int = 20) -> dict[str, Any]:
     cases = [
         (FLOOR, [sys.executable, "-c", "pass"]),
         ("python -S -c pass (no site)", [sys.executable, "-S", "-c", "pass"]),
+        (BARE, [sys.executable, str(BARE_APP), "--help"]),
         (HELP, [mam, "--help"]),
-        ("mam version", [mam, "version"]),
+        (VERSION, [mam, "version"]),
         (STATUS, [mam, "status", "--json"]),
     ]
     try:
@@ -54,10 +61,12 @@ def measure(runs: int = 20) -> dict[str, Any]:
 
 def table(result: dict[str, Any]) -> str:
     floor = median(result["samples"][FLOOR])
-    lines = [f"| command | median of {result['runs']} cold runs | above the interpreter floor |", "|---|---|---|"]
+    bare = median(result["samples"][BARE])
+    lines = [f"| command | median of {result['runs']} cold runs | above the interpreter floor | / bare typer app |",
+             "|---|---|---|---|"]
     for label, samples in result["samples"].items():
         ms = median(samples)
-        lines.append(f"| `{label}` | {ms:.0f} ms | {ms - floor:+.0f} ms |")
+        lines.append(f"| `{label}` | {ms:.0f} ms | {ms - floor:+.0f} ms | {ms / bare:.2f}x |")
     return "\n".join(lines)
 
 
