@@ -29,6 +29,7 @@ COMMAND_SCHEMAS = {
     "status": "status.json", "reconcile": "reconcile.json", "ls": "ls.json", "bootstrap": "bootstrap.json",
     "spawn": "spawn.json", "stop": "stop.json", "forget": "forget.json", "prune": "forget.json",
     "backends": "backends.json", "env": "env.json", "version": "version.json", "shim install": "shim-install.json",
+    "skills install": "skills-install.json",
     "demo": "demo.json",
 }
 SHARED = {"common.json", "error.json"}  # parts every document uses, and the error document of every command
@@ -229,6 +230,11 @@ def test_env_with_removed_and_kept_variables(ws: Workspace) -> None:
     doc = checked(ws, "env", env={**ws.env, "CLAUDECODE": "1", "ACME_TOKEN": "x", "CLAUDE_CODE_ENTRYPOINT": "cli"})
     assert {d["name"] for d in doc["removed"]} == {"CLAUDECODE", "ACME_TOKEN"}
     assert [d["name"] for d in doc["kept"]] == ["CLAUDE_CODE_ENTRYPOINT"]
+
+
+def test_skills_install(ws: Workspace, tmp_path: Path) -> None:
+    doc = checked(ws, "skills install", "--dest", str(tmp_path / "skills"))
+    assert doc["dest"] == str(tmp_path / "skills") and len(doc["skills"]) == 3
 
 
 def test_shim_install(ws: Workspace, tmp_path: Path) -> None:

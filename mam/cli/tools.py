@@ -31,15 +31,16 @@ def skills_install(ctx: typer.Context,
                        help="where to put them (default .agents/skills/; e.g. .claude/skills/)")] = None,
                    force: Annotated[bool, typer.Option(
                        "--force", help="overwrite files that differ from mam's (your edits, or an older mam's copy)")
-                   ] = False) -> int:
-    call = begin(ctx, None)
+                   ] = False,
+                   as_json: Json = False) -> int:
+    call = begin(ctx, as_json)
     from pathlib import Path
 
     from mam.skills import DEFAULT_DEST, install_skills
 
     target = Path(dest) if dest else call.open().workspace.root / DEFAULT_DEST
-    for path in install_skills(target, force=force):
-        print(path)
+    skills = [str(path) for path in install_skills(target, force=force)]
+    emit({"schema": 1, "dest": str(target.resolve()), "skills": skills}, call.json, "\n".join(skills))
     return 0
 
 
