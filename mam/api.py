@@ -8,6 +8,8 @@ notice. `HOOK_API` is the version of the hook set (see mam/hookspecs.py).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 from mam.hookspecs import HOOK_API, hookimpl
 from mam.listing import find_for_stop
 from mam.logfile import open_log, open_text_log
@@ -22,6 +24,7 @@ from mam.model import (
     ErrorKind,
     Failure,
     ScrubRule,
+    ServerCommand,
     ServerError,
     ServerOptions,
     SpawningBackend,
@@ -30,11 +33,21 @@ from mam.model import (
     StopResult,
 )
 from mam.names import NAME_PATTERN, is_valid_name
-from mam.runner import first_line, parse_or_failure, poll_until, run
+from mam.runner import first_line, parse_or_failure, poll_until
+
+
+def run(argv: Sequence[str], *, timeout: float, env: Mapping[str, str], cwd: str | None = None) -> CommandResult:
+    """Run a backend's CLI: an explicit argv, never a shell, killed with its process group at `timeout`.
+
+    Looked up in mam.runner at each call, so the kit's `fake_runner` fixture stands in for every backend."""
+    from mam import runner
+
+    return runner.run(argv, timeout=timeout, env=env, cwd=cwd)
+
 
 __all__ = [
     "HOOK_API", "NAME_PATTERN", "Agent", "Backend", "BackendSpec", "BootstrapContext", "BootstrapResult",
-    "CallContext", "CommandResult", "ErrorKind", "Failure", "ScrubRule", "ServerError", "ServerOptions",
-    "SpawnRequest", "SpawnResult", "SpawningBackend", "StopResult", "find_for_stop", "first_line", "hookimpl",
-    "is_valid_name", "open_log", "open_text_log", "parse_or_failure", "poll_until", "run",
+    "CallContext", "CommandResult", "ErrorKind", "Failure", "ScrubRule", "ServerCommand", "ServerError",
+    "ServerOptions", "SpawnRequest", "SpawnResult", "SpawningBackend", "StopResult", "find_for_stop", "first_line",
+    "hookimpl", "is_valid_name", "open_log", "open_text_log", "parse_or_failure", "poll_until", "run",
 ]

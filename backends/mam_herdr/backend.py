@@ -7,9 +7,7 @@ import subprocess
 import time
 from typing import Any
 
-from mam import logfile, runner
-from mam.listing import find_for_stop
-from mam.model import (
+from mam.api import (
     Agent,
     BootstrapContext,
     BootstrapResult,
@@ -21,6 +19,10 @@ from mam.model import (
     SpawnRequest,
     SpawnResult,
     StopResult,
+    find_for_stop,
+    open_log,
+    parse_or_failure,
+    run,
 )
 
 EXECUTABLE = "herdr"
@@ -99,8 +101,8 @@ class HerdrBackend:
     name = "herdr"
 
     def list_agents(self, server: str, ctx: CallContext) -> tuple[Agent, ...] | Failure:
-        result = runner.run(_argv(server, "agent", "list"), timeout=ctx.timeout, env=ctx.env)
-        return runner.parse_or_failure(self.name, server, result, parse_agent_list)
+        result = run(_argv(server, "agent", "list"), timeout=ctx.timeout, env=ctx.env)
+        return parse_or_failure(self.name, server, result, parse_agent_list)
 
     def classify(self, failure: Failure) -> ServerError | None:
         result = failure.result
@@ -119,16 +121,16 @@ class HerdrBackend:
         return ServerError(ErrorKind.UNKNOWN, detail)
 
     def version(self, ctx: CallContext) -> str | None:
-        result = runner.run([EXECUTABLE, "--version"], timeout=ctx.timeout, env=ctx.env)
+        result = run([EXECUTABLE, "--version"], timeout=ctx.timeout, env=ctx.env)
         if result.returncode != 0:
             return None
         return result.stdout.strip().splitlines()[0] if result.stdout.strip() else None
 
     def _running(self, server: str, ctx: BootstrapContext) -> bool | Failure:
         # `session list --json` never contacts a server, so probing cannot start or disturb one.
-        result = runner.run([EXECUTABLE, "session", "list", "--json"], timeout=ctx.timeout, env=ctx.env,
+        result = run([EXECUTABLE, "session", "list", "--json"], timeout=ctx.timeout, env=ctx.env,
                             cwd=str(ctx.cwd))
-        return runner.parse_or_failure(self.name, server, result,
+        return parse_or_failure(self.name, server, result,
                                        lambda stdout: parse_session_list(stdout).get(server, False))
 
     def bootstrap(self, server: str, ctx: BootstrapContext) -> BootstrapResult:
@@ -139,7 +141,7 @@ class HerdrBackend:
             return BootstrapResult(False, True, f"herdr session {server} is already running")
         ctx.log_path.parent.mkdir(parents=True, exist_ok=True)
         argv = _argv(server, "server")
-        with logfile.open_log(ctx.log_path) as log:
+        with open_log(ctx.log_path) as log:
             try:
                 # herdr's server stays in the foreground: detach it as herdr's own TUI does.
                 proc = subprocess.Popen(  # noqa: S603 - explicit argv, no shell
@@ -168,7 +170,7 @@ class HerdrBackend:
 
 
     def _call(self, server: str, args: list[str], ctx: CallContext, result_type: str) -> dict[str, Any] | Failure:
-        result = runner.run(_argv(server, *args), timeout=ctx.timeout, env=ctx.env)
+        result = run(_argv(server, *args), timeout=ctx.timeout, env=ctx.env)
 
         def parse(stdout: str) -> dict[str, Any]:
             envelope = json.loads(stdout)
@@ -177,7 +179,7 @@ class HerdrBackend:
                 raise ValueError(f"expected a {result_type} result")
             return answer
 
-        return runner.parse_or_failure(self.name, server, result, parse)
+        return parse_or_failure(self.name, server, result, parse)
 
     def client_argv(self, server: str, args: list[str]) -> list[str]:
         return _argv(server, *args)

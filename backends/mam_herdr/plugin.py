@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import re
 
-from mam.hookspecs import hookimpl
-from mam.model import Backend, BackendSpec, ScrubRule, ServerCommand, ServerOptions
+from mam.api import Backend, BackendSpec, ScrubRule, ServerCommand, ServerOptions, hookimpl
 
 # What herdr (0.8) sets in each of its panes.
 MARKERS = (

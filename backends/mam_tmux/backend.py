@@ -12,8 +12,7 @@ import re
 import time
 from collections.abc import Mapping
 
-from mam import logfile, runner
-from mam.model import (
+from mam.api import (
     Agent,
     BootstrapContext,
     BootstrapResult,
@@ -25,6 +24,9 @@ from mam.model import (
     SpawnRequest,
     SpawnResult,
     StopResult,
+    open_text_log,
+    parse_or_failure,
+    run,
 )
 
 EXECUTABLE = "tmux"
@@ -216,11 +218,11 @@ class TmuxBackend:
     def _run(self, server: str, args: list[str], *, timeout: float, env: Mapping[str, str], query: bool = True,
              cwd: str | None = None) -> CommandResult:
         argv = base_argv(server, query=query, env=env) + args
-        return runner.run(argv, timeout=timeout, env=client_env(env), cwd=cwd)
+        return run(argv, timeout=timeout, env=client_env(env), cwd=cwd)
 
     def list_agents(self, server: str, ctx: CallContext) -> tuple[Agent, ...] | Failure:
         result = self._run(server, ["list-panes", "-a", "-F", LIST_FORMAT], timeout=ctx.timeout, env=ctx.env)
-        return runner.parse_or_failure(self.name, server, result, parse_panes)
+        return parse_or_failure(self.name, server, result, parse_panes)
 
     def classify(self, failure: Failure) -> ServerError | None:
         if failure.result.returncode in (None, 0):
@@ -228,7 +230,7 @@ class TmuxBackend:
         return classify_stderr(failure.result.stderr)
 
     def version(self, ctx: CallContext) -> str | None:
-        result = runner.run([EXECUTABLE, "-V"], timeout=ctx.timeout, env=client_env(ctx.env))
+        result = run([EXECUTABLE, "-V"], timeout=ctx.timeout, env=client_env(ctx.env))
         return result.stdout.strip() or None if result.returncode == 0 else None
 
     def _probe(self, server: str, ctx: BootstrapContext) -> bool | Failure:
@@ -248,7 +250,7 @@ class TmuxBackend:
             return BootstrapResult(False, True, f"tmux server {server} is already running")
         # The log first: a log mam refuses (a planted link) must fail the bootstrap before a server runs.
         ctx.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with logfile.open_text_log(ctx.log_path) as log:
+        with open_text_log(ctx.log_path) as log:
             # The server copies the environment of the client that starts it: ctx.env is already scrubbed.
             result = self._run(server, ["new-session", "-d", "-s", KEEPALIVE, "-x", "80", "-y", "24"],
                                timeout=ctx.timeout, env=ctx.env, query=False, cwd=str(ctx.cwd))

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from mam.hookspecs import hookimpl
-from mam.model import Backend, BackendSpec, ScrubRule, ServerOptions
+from mam.api import Backend, BackendSpec, ScrubRule, ServerOptions, hookimpl
 
 MARKERS = ("TMUX", "TMUX_PANE")
 # tmux [-2CDlNuvV] [-c shell-command] [-f file] [-L socket-name] [-S socket-path] [-T features] [command ...]:

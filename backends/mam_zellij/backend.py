@@ -9,9 +9,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from mam import logfile, runner
-from mam.listing import find_for_stop
-from mam.model import (
+from mam.api import (
+    NAME_PATTERN,
     Agent,
     BootstrapContext,
     BootstrapResult,
@@ -23,8 +22,11 @@ from mam.model import (
     SpawnRequest,
     SpawnResult,
     StopResult,
+    find_for_stop,
+    open_text_log,
+    parse_or_failure,
+    run,
 )
-from mam.names import NAME_PATTERN
 
 T = TypeVar("T")
 
@@ -113,7 +115,7 @@ class ZellijBackend:
     name = "zellij"
 
     def _run(self, args: list[str], *, timeout: float, env: Mapping[str, str], cwd: str | None = None) -> CommandResult:
-        return runner.run([EXECUTABLE, *args], timeout=timeout, env=client_env(env), cwd=cwd)
+        return run([EXECUTABLE, *args], timeout=timeout, env=client_env(env), cwd=cwd)
 
     def _sessions(self, server: str, timeout: float,
                   env: Mapping[str, str]) -> tuple[dict[str, bool], CommandResult] | Failure:
@@ -138,7 +140,7 @@ class ZellijBackend:
                            env=ctx.env)
         if any(marker in result.stdout + result.stderr for marker in _NOT_FOUND):
             return Failure(self.name, server, result)  # exit 0 or not: zellij's exit codes lie
-        return runner.parse_or_failure(self.name, server, result, parse)
+        return parse_or_failure(self.name, server, result, parse)
 
     def classify(self, failure: Failure) -> ServerError | None:
         """Down only when zellij's own session listing parses and shows the session not live."""
@@ -169,7 +171,7 @@ class ZellijBackend:
             return BootstrapResult(False, True, f"zellij session {server} is already running")
         # The log first: a log mam refuses (a planted link) must fail the bootstrap before a session runs.
         ctx.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with logfile.open_text_log(ctx.log_path) as log:
+        with open_text_log(ctx.log_path) as log:
             # The server daemonizes and inherits this environment: ctx.env is already scrubbed.
             result = self._run(["attach", "--create-background", server], timeout=ctx.timeout, env=ctx.env,
                                cwd=str(ctx.cwd))

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from mam.hookspecs import hookimpl
-from mam.model import Backend, BackendSpec, ScrubRule, ServerCommand, ServerOptions
+from mam.api import Backend, BackendSpec, ScrubRule, ServerCommand, ServerOptions, hookimpl
 
 MARKERS = ("ZELLIJ", "ZELLIJ_SESSION_NAME", "ZELLIJ_PANE_ID")
 # zellij's own options come before its subcommand (clap, none of them global): `--session`/`-s` picks a session,

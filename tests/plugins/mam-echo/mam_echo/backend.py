@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from mam.model import (
+from mam.api import (
     Agent,
     BootstrapContext,
     BootstrapResult,

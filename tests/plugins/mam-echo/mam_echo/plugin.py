@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from mam.hookspecs import hookimpl
-from mam.model import Backend, BackendSpec, ScrubRule
+from mam.api import Backend, BackendSpec, ScrubRule, hookimpl
 
 
 def _load() -> Backend:
