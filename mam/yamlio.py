@@ -104,6 +104,11 @@ def _check_events(text: str) -> None:
                     raise Refused(f"nested more than {MAX_DEPTH} levels deep", event.start_mark)
             elif isinstance(event, CollectionEndEvent):
                 depth -= 1
+    except yaml.MarkedYAMLError as exc:
+        # Newer libyaml scans far ahead in flow collections and stops at its own depth limit first.
+        if "nesting depth" in str(exc.problem or exc.context or ""):
+            raise Refused(f"nested more than {MAX_DEPTH} levels deep", exc.problem_mark or exc.context_mark) from None
+        raise
     finally:
         loader.dispose()
 
