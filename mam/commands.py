@@ -17,12 +17,13 @@ from mam.errors import MamError
 from mam.model import BootstrapContext, BootstrapResult, ErrorKind, ServerOutcome, ServerState
 from mam.names import check_name
 from mam.query import query_server
+from mam.registry import Registry, Row
 from mam.status import call_context
 
 
-def require_binary(app: App, outcome_error_kind: ErrorKind | None, what: str) -> None:
+def require_binary(app: App, outcome_error_kind: ErrorKind | None, what: str, backend: str | None = None) -> None:
     if outcome_error_kind is ErrorKind.NOT_INSTALLED:
-        spec = app.plugins.spec(app.backend_name)
+        spec = app.plugins.spec(backend or app.backend_name)
         raise MamError("backend_unavailable", f"{spec.executable or spec.name}: not found on PATH; {what}",
                        hint=f"install {spec.executable or spec.name}, or choose another backend with --backend")
 
@@ -128,3 +129,18 @@ def env_document(app: App) -> dict[str, Any]:
                   "kept_source": d.kept_by.source} for d in plan.kept if d.kept_by is not None],
         "variables": len(plan.env),
     }
+
+
+def rows_named(app: App, reg: Registry, name: str, server: str | None) -> list[Row]:
+    """The rows a command about agent `name` means: of the backend chosen explicitly (--backend,
+    $MAM_BACKEND), else of any backend, since the row itself says which; on `server` when given. More than one
+    is refused, saying what to add."""
+    explicit = app.explicit_backend
+    rows = [r for r in reg.rows if r.name == name and (explicit is None or r.backend == explicit)
+            and (server is None or r.server == server)]
+    if len(rows) > 1:
+        where = ", ".join(sorted(f"{r.backend} server {r.server}" for r in rows))
+        several_backends = len({r.backend for r in rows}) > 1
+        raise MamError("usage", f"{name} is registered on several servers ({where})",
+                       hint="pass --backend NAME and --server NAME" if several_backends else "pass --server NAME")
+    return rows

@@ -12,6 +12,7 @@ from typing import Any
 
 from mam import registry
 from mam.app import App
+from mam.commands import rows_named
 from mam.errors import MamError
 from mam.names import check_name
 from mam.registry import ACTIVE_STATUSES, Row
@@ -55,18 +56,17 @@ def forget_document(app: App, names: Sequence[str], server: str | None, *, force
     reg = app.load_registry()
     chosen: list[Row] = []
     for name in names:
-        rows = [r for r in reg.rows if r.name == name and r.backend == app.backend_name
-                and (server is None or r.server == server)]
+        rows = rows_named(app, reg, name, server)
         if not rows:
             where = f" on server {server}" if server else ""
-            raise MamError("operation_failed", f"no agent {name} of backend {app.backend_name}{where} in {reg.path}",
+            which = f" of backend {app.explicit_backend}" if app.explicit_backend else ""
+            raise MamError("operation_failed", f"no agent {name}{which}{where} in {reg.path}",
                            hint="see `mam status` for what is registered")
-        if len(rows) > 1:
-            servers = ", ".join(sorted(r.server for r in rows))
-            raise MamError("usage", f"{name} is registered on several servers ({servers})", hint="pass --server")
-        if rows[0].active and not force:
-            raise MamError("operation_failed", f"{name} is registered {rows[0].status}: it may still be running",
-                           hint=f"`mam stop {name}` it first, or pass --force to forget it anyway")
+        row = rows[0]
+        if row.active and not force:
+            raise MamError("operation_failed", f"{name} is registered {row.status}: it may still be running",
+                           hint=f"`mam --backend {row.backend} stop {name} --server {row.server}` it first, or "
+                                "pass --force to forget it anyway")
         chosen.extend(rows)
     return _remove(chosen, dry_run, app)
 

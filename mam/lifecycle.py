@@ -17,7 +17,7 @@ from typing import Any
 
 from mam import registry
 from mam.app import App
-from mam.commands import require_binary, start_server
+from mam.commands import require_binary, rows_named, start_server
 from mam.defaults import optional_operation
 from mam.errors import MamError
 from mam.model import Agent, BackendSpec, CallContext, Failure, ServerOutcome, ServerState, SpawnRequest
@@ -271,26 +271,24 @@ def stop_document(app: App, name: str, server: str | None, *, force: bool = Fals
     check_name(name, "agent name")
     if server is not None:
         check_name(server, "server name")
-    refuse_unkept_name(app.plugins.spec(app.backend_name), name)
     reg = app.load_registry()
-    rows = [r for r in reg.rows if r.name == name and r.backend == app.backend_name
-            and (server is None or r.server == server)]
-    if len(rows) > 1:
-        servers = ", ".join(sorted(r.server for r in rows))
-        raise MamError("usage", f"{name} is registered on several servers ({servers})", hint="pass --server")
+    rows = rows_named(app, reg, name, server)
+    backend_name = rows[0].backend if rows else app.backend_name  # the row says which backend it is on
+    refuse_unkept_name(app.plugins.spec(backend_name), name)
     target = rows[0].server if rows else default_server(app, server)
     if not rows and not force:
-        where = f" on {app.backend_name} server {server}" if server is not None else ""
+        where = f" on {backend_name} server {server}" if server is not None else ""
         raise MamError("operation_failed", f"{name} is not registered here{where} ({reg.path})",
-                       hint=f"`mam stop --force {name}` asks {app.backend_name} server {target} anyway")
-    backend = app.plugins.backend(app.backend_name)
+                       hint=f"`mam --backend {backend_name} stop --force {name} --server {target}` asks that "
+                            "server anyway")
+    backend = app.plugins.backend(backend_name)
     optional_operation(backend, "stop")  # a backend that cannot stop must not get the row marked terminated
     ctx = CallContext(timeout=app.timeout, env=app.backend_env)
-    with waiting(f"closing {name} on {app.backend_name} server {target}", progress):
+    with waiting(f"closing {name} on {backend_name} server {target}", progress):
         result = app.plugins.stop(backend, target, name, ctx)
     if result.failure is not None:
         error = app.plugins.classify(backend, result.failure)
-        require_binary(app, error.kind, "mam stop needs it")
+        require_binary(app, error.kind, "mam stop needs it", backend_name)
         raise MamError("operation_failed", f"could not stop {name}: {result.message}: {error.message}")
     status = "stopped" if result.stopped else "terminated"
     if rows and not result.stopped and not rows[0].active:
@@ -302,8 +300,8 @@ def stop_document(app: App, name: str, server: str | None, *, force: bool = Fals
         written: list[bool] = []
         _write(app, _if_unchanged(rows[0], fields, written))
         if not written:
-            raise MamError("operation_failed", f"{name} on {app.backend_name} server {target}: {result.message}, "
+            raise MamError("operation_failed", f"{name} on {backend_name} server {target}: {result.message}, "
                            "but another command changed its registry row meanwhile; mam left that row as it is",
                            hint="`mam status` shows what it says now")
-    return {"schema": 1, "name": name, "backend": app.backend_name, "server": target, "status": status,
+    return {"schema": 1, "name": name, "backend": backend_name, "server": target, "status": status,
             "registered": bool(rows), "message": result.message}

@@ -48,10 +48,10 @@ def test_server_names_come_from_the_registry(ws: Workspace, instruction: str) ->
 
 def test_agent_names_for_stop_and_forget(ws: Workspace) -> None:
     ws.write_registry(REGISTRY)
-    assert offered(ws, "mam stop ") == ["alpha", "beta"]
+    assert offered(ws, "mam stop ") == ["alpha", "beta", "gamma"]  # every backend: the row says which
     assert offered(ws, "mam stop --server s2 ") == ["beta"]
     assert offered(ws, "mam --backend tmux stop ") == ["gamma"]
-    assert offered(ws, "mam forget alpha ") == ["beta"]  # a name already on the line is not offered again
+    assert offered(ws, "mam forget alpha ") == ["beta", "gamma"]  # a name already on the line is not offered again
     assert offered(ws, "mam forget a") == ["alpha"]
 
 
@@ -68,7 +68,7 @@ def test_completion_starts_nothing_and_loads_no_plugin(ws: Workspace) -> None:
     env = {**ws.env, "_MAM_COMPLETE": "bash_complete", "COMP_WORDS": "mam stop ", "COMP_CWORD": "2"}
     proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=ws.root, capture_output=True, text=True,
                           timeout=60, stdin=subprocess.DEVNULL)
-    assert proc.stdout.split() == ["alpha", "beta"]
+    assert proc.stdout.split() == ["alpha", "beta", "gamma"]
     modules = set(proc.stderr.rsplit("MODULES ", 1)[1].split())
     assert not {"pluggy", "mam.plugins", "mam_herdr", "mam_tmux", "mam.runner"} & modules
     assert ws.herdr.calls() == [] and ws.herdr.server_starts() == []
@@ -131,7 +131,7 @@ def test_bash_completes_agent_names_through_the_shown_script(ws: Workspace, tmp_
     ws.write_registry(REGISTRY)
     proc = in_shell(ws, tmp_path, "bash", 'source <(mam --show-completion); COMP_WORDS=(mam stop ""); COMP_CWORD=2; '
                                           '_mam_completion mam; printf "%s\\n" "${COMPREPLY[@]}"')
-    assert proc.stdout.split() == ["alpha", "beta"], proc.stderr
+    assert proc.stdout.split() == ["alpha", "beta", "gamma"], proc.stderr
 
 
 def test_fish_completes_server_names_through_the_shown_script(ws: Workspace, tmp_path: Path) -> None:

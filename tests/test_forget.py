@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import Workspace
+from conftest import Tmux, Workspace
 
 ROWS = """version: 1
 sessions:
@@ -84,3 +84,25 @@ def test_forget_legacy_rows(ws: Workspace) -> None:
 def test_forget_bad_name_is_refused(ws: Workspace) -> None:
     proc = ws.mam("forget", "-x")
     assert proc.returncode == 2
+
+
+def test_stop_and_forget_find_a_row_of_any_backend(ws: Workspace, tmux: Tmux) -> None:
+    """A tmux agent spawned with --backend tmux is stopped and forgotten by name alone: its row says tmux."""
+    env = {k: v for k, v in ws.env.items() if k != "MAM_BACKEND"}  # the workspace's default stays herdr
+    server = tmux.name()
+    proc = ws.mam("--backend", "tmux", "spawn", "t1", "--server", server, "--command", "sleep 300", env=env)
+    assert proc.returncode == 0, proc.stderr
+    doc = ws.mam_json("stop", "t1", env=env)
+    assert (doc["backend"], doc["server"], doc["status"]) == ("tmux", server, "stopped")
+    assert tmux.run(server, "has-session", "-t", "=t1", check=False).returncode != 0
+    assert ws.mam_json("forget", "t1", env=env)["removed"][0]["backend"] == "tmux"
+
+
+def test_a_name_on_two_backends_asks_for_the_backend(ws: Workspace) -> None:
+    ws.write_registry(ROWS + '- {"name": "old", "backend": "tmux", "server": "s", "status": "stopped"}\n')
+    for args in (["stop", "old"], ["forget", "old"]):
+        proc = ws.mam(*args)
+        assert proc.returncode == 2, proc.stderr
+        assert "old is registered on several servers (herdr server s, tmux server s)" in proc.stderr
+        assert "pass --backend NAME and --server NAME" in proc.stderr
+    assert ws.mam_json("--backend", "tmux", "forget", "old")["removed"][0]["backend"] == "tmux"

@@ -66,4 +66,4 @@ def test_stop_on_a_down_session_is_terminated(ws: Workspace) -> None:
 def test_stop_of_an_unknown_name_says_what_to_do(ws: Workspace) -> None:
     proc = ws.mam("stop", "nobody", "--json")
     assert proc.returncode == 1
-    assert json.loads(proc.stdout)["error"]["hint"].startswith("`mam stop --force nobody`")
+    assert json.loads(proc.stdout)["error"]["hint"].startswith("`mam --backend herdr stop --force nobody --server mam`")

@@ -167,7 +167,7 @@ def test_stop_of_a_name_that_is_not_registered_fails_unless_forced(ws: Workspace
     assert "stray" in tmux.run(server, "list-sessions", "-F", "#{session_name}").stdout  # left running
     proc = ws.mam("stop", "nobody")  # no --server: the same answer
     assert proc.returncode == 1 and proc.stderr.startswith(f"mam: nobody is not registered here ({ws.registry})")
-    assert "`mam stop --force nobody`" in proc.stderr
+    assert "`mam --backend tmux stop --force nobody --server mam` asks that server anyway" in proc.stderr
     doc = ws.mam_json("stop", "stray", "--server", server, "--force")
     assert (doc["status"], doc["registered"]) == ("stopped", False)
     assert "stray" not in tmux.run(server, "list-sessions", "-F", "#{session_name}", check=False).stdout

@@ -21,8 +21,9 @@ SHELLS = ("bash", "zsh", "fish", "powershell", "pwsh")
 
 
 def _rows(ctx: click.Context) -> list["Row"]:
-    """The rows a command on this line would act on: the selected backend's (`status`: every backend's unless
-    one is chosen explicitly), read as `mam` itself would find the workspace and the backend."""
+    """The rows a command on this line would act on: those of the backend chosen explicitly, else every
+    backend's for `status`, `stop` and `forget` (their rows say which backend), else the selected backend's;
+    read as `mam` itself would find the workspace and the backend."""
     from mam import registry
     from mam.workspace import DEFAULT_BACKEND, open_workspace
 
@@ -31,7 +32,7 @@ def _rows(ctx: click.Context) -> list["Row"]:
     default = workspace.config.backend or DEFAULT_BACKEND
     rows = registry.load(workspace.registry_path, default).rows
     chosen = root.get("backend") or os.environ.get("MAM_BACKEND") or None
-    if chosen is None and ctx.command.name != "status":
+    if chosen is None and ctx.command.name not in ("status", "stop", "forget"):
         chosen = default
     return [row for row in rows if chosen is None or row.backend == chosen]
 
