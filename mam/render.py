@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -57,10 +58,21 @@ def paint(text: str, colour: bool) -> str:
     return f"\x1b[{code}m{text}\x1b[0m" if colour and code else text
 
 
+# Control characters (C0, DEL, C1): pane text, paths and option values can carry escape sequences that would
+# retitle, clear or reprogram the reader's terminal.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_SHOWN = {"\n": "\\n", "\t": " "}
+
+
+def visible(text: str) -> str:
+    """`text` with every control character written out (`\\x1b`, `\\n`), so it prints as one inert line."""
+    return _CONTROL.sub(lambda m: _SHOWN.get(m.group(), f"\\x{ord(m.group()):02x}"), text)
+
+
 def _cell(value: Any) -> str:
     if value is None:
         return "-"
-    return str(value).replace("\n", "\\n").replace("\t", " ")
+    return visible(str(value))
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], colour_columns: Sequence[int] = ()) -> str:

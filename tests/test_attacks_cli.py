@@ -103,3 +103,36 @@ def test_sigint_during_status_leaves_no_backend_process(ws: Workspace, tmux: Tmu
         proc.kill()
         for _, pid in stopped:
             os.kill(pid, signal.SIGCONT)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_and_sighup_during_status_leave_no_backend_process(ws: Workspace, tmux: Tmux, signum: int) -> None:
+    server, pid = _stopped_server(tmux)
+    ws.write_registry("version: 1\nsessions:\n" + _row("a", server))
+    proc = subprocess.Popen([sys.executable, "-m", "mam", "status"], env={**ws.env, "MAM_TIMEOUT": "30"},
+                            cwd=ws.root, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 10
+        while not _clients_of(server):
+            assert time.monotonic() < deadline, "mam never asked the server"
+            time.sleep(0.02)
+        proc.send_signal(signum)
+        proc.communicate(timeout=5)
+        assert proc.returncode == 128 + signum
+        time.sleep(0.2)
+        assert _clients_of(server) == []
+    finally:
+        proc.kill()
+        os.kill(pid, signal.SIGCONT)
+
+
+def test_pane_text_never_reaches_the_terminal_raw(ws: Workspace, tmux: Tmux) -> None:
+    """An agent kind or a path set from inside a pane cannot retitle, clear or reprogram the reader's terminal."""
+    server = tmux.name()
+    tmux.agent(server, "a")
+    tmux.run(server, "set-option", "-t", "a", "@mam_agent", "\x1b]0;PWNED\x07\x1b[2J\x9b31m")
+    ws.write_registry("version: 1\nsessions:\n" + _row("a", server))
+    for args in (["status"], ["ls", "--server", server]):
+        out = ws.mam(*args).stdout
+        assert "\x1b" not in out and "\x07" not in out and "\x9b" not in out, out
+        assert "\\x1b]0;PWNED\\x07\\x1b[2J" in out

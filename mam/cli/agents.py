@@ -45,8 +45,10 @@ def spawn(ctx: typer.Context,
     doc = spawn_document(call.open(), name, agent=agent, server=server, cwd=cwd, command=command,
                          args=[*(args or ()), *call.trailing], progress=not call.json)
     s = doc["session"]
-    emit(doc, call.json, None if call.json else f"{s['name']} is {s['status']} on {s['backend']} server "
-                                                f"{s['server']} (pane {s['pane_id']}, cwd {s['cwd']})")
+    from mam.render import visible
+
+    emit(doc, call.json, None if call.json else visible(f"{s['name']} is {s['status']} on {s['backend']} server "
+                                                        f"{s['server']} (pane {s['pane_id']}, cwd {s['cwd']})"))
     return 0
 
 
@@ -63,8 +65,10 @@ def stop(ctx: typer.Context,
     from mam.lifecycle import stop_document
 
     doc = stop_document(call.open(), name, server, force=force, progress=not call.json)
-    emit(doc, call.json, None if call.json else f"{doc['name']} on {doc['backend']} server {doc['server']}: "
-                                                f"{doc['status']} ({doc['message']})")
+    from mam.render import visible
+
+    emit(doc, call.json, None if call.json else visible(f"{doc['name']} on {doc['backend']} server "
+                                                        f"{doc['server']}: {doc['status']} ({doc['message']})"))
     return 0
 
 

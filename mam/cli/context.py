@@ -85,11 +85,12 @@ def emit(doc: dict[str, Any], as_json: bool, text: str | None = None, compact: b
 
 def say_unanswered(app: App, doc: dict[str, Any]) -> int:
     """Servers that could not be asked are said first, on stderr; a missing backend binary is exit 3."""
+    from mam.render import visible
     from mam.status import unanswered
 
     notes, binary_missing = unanswered(app, doc)
     for note in notes:
-        sys.stderr.write(f"mam: {note}\n")
+        sys.stderr.write(f"mam: {visible(note)}\n")
     sys.stderr.flush()
     return EXIT_BACKEND_NOT_FOUND if binary_missing else 0
 

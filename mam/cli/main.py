@@ -37,16 +37,34 @@ def _wants_json(argv: list[str]) -> bool:
 
 
 def _fail(error: MamError, as_json: bool) -> NoReturn:
-    sys.stderr.write(f"mam: {error.message}\n")
+    from mam.render import visible  # a message may quote a path or a name: never raw escapes, always one line
+
+    sys.stderr.write(f"mam: {visible(error.message)}\n")
     if error.hint:
-        sys.stderr.write(f"hint: {error.hint}\n")
+        sys.stderr.write(f"hint: {visible(error.hint)}\n")
     if as_json:
         sys.stdout.write(json.dumps(error.as_json()) + "\n")
     sys.stdout.flush()
     sys.exit(error.exit_code)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, handled as Ctrl-C is: the backend processes in flight end with mam."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _on_signal(signum: int, frame: object) -> None:
+    raise Terminated(signum)
+
+
 def main(argv: list[str] | None = None) -> NoReturn:
+    import signal
+
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _on_signal)
     args = list(sys.argv[1:] if argv is None else argv)
     if os.environ.get(complete.VARIABLE):
         from mam.cli.app import command
@@ -57,10 +75,10 @@ def main(argv: list[str] | None = None) -> NoReturn:
         code = run(args)
     except MamError as exc:
         _fail(exc, as_json)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         end_children()
         sys.stderr.write("mam: interrupted\n")
-        sys.exit(130)
+        sys.exit(128 + exc.signum if isinstance(exc, Terminated) else 130)
     except BrokenPipeError:
         os._exit(0)
     except Exception as exc:

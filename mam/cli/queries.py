@@ -65,8 +65,10 @@ def reconcile(ctx: typer.Context,
             stamp = time.strftime("%Y-%m-%d %H:%M:%S")
             emit(doc, call.json, None if call.json else f"--- {stamp}\n{render.reconcile_text(doc)}", compact=True)
             time.sleep(watch)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         end_children()
+        if type(exc) is not KeyboardInterrupt:  # SIGTERM or SIGHUP: not the user's Ctrl-C that ends a watch
+            raise
         return 0
 
 
