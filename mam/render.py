@@ -38,19 +38,30 @@ def cut_middle(text: str, width: int) -> str:
     return text[:head] + ELLIPSIS + text[len(text) - (width - 1 - head):]
 
 
-def _fit(widths: list[int], limit: int | None) -> list[int]:
-    """Narrow the widest columns, one character at a time, until a row fits `limit` (two spaces apart): the long
-    ones (paths, details) down to WIDE_WIDTH first, and only then, if need be, every column."""
+def _fit(widths: list[int], limit: int | None, elastic: Sequence[int]) -> list[int]:
+    """Narrow the widest of the `elastic` columns (paths, details), one character at a time, until a row fits
+    `limit` (two spaces apart): down to WIDE_WIDTH first, then to MIN_WIDTH. Names, states and actions are
+    never cut: a row that still does not fit runs past the edge rather than lie about a name."""
     widths = list(widths)
-    if limit is None:
+    if limit is None or not elastic:
         return widths
     for floor in (WIDE_WIDTH, MIN_WIDTH):
         while sum(widths) + 2 * (len(widths) - 1) > limit:
-            widest = max(range(len(widths)), key=lambda i: widths[i])
+            widest = max(elastic, key=lambda i: widths[i])
             if widths[widest] <= floor:
                 break
             widths[widest] -= 1
     return widths
+
+
+def prose(text: str) -> str:
+    """A sentence for people, wrapped at the terminal's width (whole into a pipe)."""
+    width = terminal_width()
+    if width is None or len(text) <= width:
+        return text
+    import textwrap
+
+    return textwrap.fill(text, width, subsequent_indent="   ", break_long_words=False, break_on_hyphens=False)
 
 
 def paint(text: str, colour: bool) -> str:
@@ -75,10 +86,12 @@ def _cell(value: Any) -> str:
     return visible(str(value))
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], colour_columns: Sequence[int] = ()) -> str:
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], colour_columns: Sequence[int] = (),
+          elastic: Sequence[int] | None = None) -> str:
+    """Columns two spaces apart; `elastic` columns (default: the last) give way to the terminal's width."""
     cells = [[_cell(v) for v in row] for row in rows]
     natural = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(headers)]
-    widths = _fit(natural, terminal_width())
+    widths = _fit(natural, terminal_width(), (len(headers) - 1,) if elastic is None else elastic)
     cells = [[cut_middle(v, w) for v, w in zip(row, widths, strict=True)] for row in cells]
     headers = [cut_middle(h, w) for h, w in zip(headers, widths, strict=True)]
     colour = use_colour()
@@ -129,8 +142,10 @@ def reconcile_text(doc: dict[str, Any]) -> str:
         rows = [(d["class"], d["name"], d["backend"], d["server"], d["status"], d["live"], d["action"])
                 for d in doc["drifts"]]
         parts.append("")
-        parts.append(table(("DRIFT", "NAME", "BACKEND", "SERVER", "STATUS", "LIVE", "ACTION"), rows))
-        parts.extend(DRIFT_MEANING[c] for c in sorted({d["class"] for d in doc["drifts"]}))
+        parts.append(table(("DRIFT", "NAME", "BACKEND", "SERVER", "STATUS", "LIVE", "ACTION"), rows, elastic=()))
+        parts.extend(prose(DRIFT_MEANING[c]) for c in sorted({d["class"] for d in doc["drifts"]}))
+    elif not doc["servers"]:
+        parts.append("no drift: no agent is registered here, so no server was asked")
     elif doc["confirmed"]:
         parts.append("no drift: the registry matches what the servers say")
     else:
@@ -166,7 +181,7 @@ def ls_text(doc: dict[str, Any]) -> str:
 def backends_text(doc: dict[str, Any]) -> str:
     rows = [(("* " if b["default"] else "  ") + b["name"], b["provider"], b["binary"] or "not found",
              b["version"], b["error"]) for b in doc["backends"]]
-    return table(("  NAME", "PROVIDER", "BINARY", "VERSION", "ERROR"), rows)
+    return table(("  NAME", "PROVIDER", "BINARY", "VERSION", "ERROR"), rows, elastic=(1, 2, 4))
 
 
 def env_text(doc: dict[str, Any]) -> str:

@@ -87,3 +87,18 @@ def test_reconcile_says_what_each_drift_class_means_and_how_to_clear_it(ws: Work
     assert "A: registered starting/running, but its server is down or up without it" in out
     assert "--apply marks it terminated" in out and "mam prune" in out
     assert "nothing written; run with --apply to fix" in out
+
+
+def test_reconcile_with_nothing_registered_does_not_claim_a_match(ws: Workspace) -> None:
+    out = ws.mam("reconcile").stdout
+    assert "no agent is registered here, so no server was asked" in out and "matches" not in out
+
+
+def test_tables_never_cut_names_states_or_actions(ws: Workspace) -> None:
+    ws.write_registry('version: 1\nsessions:\n- {"name": "a-rather-long-agent-name", "backend": "herdr", '
+                      f'"server": "gone", "status": "running", "pane": {{"cwd": "{LONG}"}}}}\n')
+    env = {**ws.env, "COLUMNS": "60"}
+    for args in (["status"], ["reconcile"]):
+        out = ws.mam(*args, env=env).stdout
+        assert "a-rather-long-agent-name" in out and "running" in out, out
+    assert "mark_terminated" in ws.mam("reconcile", env=env).stdout
