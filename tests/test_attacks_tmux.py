@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -189,11 +190,24 @@ def _server_pid(tmux: Tmux, server: str) -> int:
     return int(tmux.run(server, "display-message", "-p", "#{pid}").stdout)
 
 
-def test_a_deleted_socket_file_of_a_live_server_is_unknown_not_down(ws: Workspace, tmux: Tmux) -> None:
+def _is_socket(path: Path) -> bool:
+    return path.exists() and stat.S_ISSOCK(path.stat().st_mode)
+
+
+# What can stand at a live server's socket path: nothing (a temp cleaner deleted it), or a file that does not
+# listen (tmux then says "no server running on PATH", as it does for a server that exited).
+REPLACEMENTS = {"deleted": lambda path: None, "touch": lambda path: path.touch(), "mkfifo": os.mkfifo}
+
+
+@pytest.mark.parametrize("replacement", REPLACEMENTS)
+def test_a_replaced_socket_file_of_a_live_server_is_unknown_not_down(ws: Workspace, tmux: Tmux,
+                                                                     replacement: str) -> None:
     server = tmux.name()
     ws.mam_json("spawn", "kept", "--server", server, "--command", SLEEP)
     pid = _server_pid(tmux, server)
-    (tmux.socket_dir / server).unlink()  # what a temp cleaner does
+    path = tmux.socket_dir / server
+    path.unlink()  # what a temp cleaner does
+    REPLACEMENTS[replacement](path)
     try:
         doc = ws.mam_json("status")
         state = doc["servers"][0]
@@ -207,11 +221,14 @@ def test_a_deleted_socket_file_of_a_live_server_is_unknown_not_down(ws: Workspac
         # nothing starts a second server on that name while the first one lives
         proc = ws.mam("spawn", "other", "--server", server, "--command", SLEEP)
         assert proc.returncode == 1 and f"kill -USR1 {pid}" in proc.stderr, proc.stderr
-        assert server not in tmux.sockets()
+        assert not _is_socket(path)
     finally:
+        if _is_socket(path):  # a second server started on the path: end it, not the first
+            tmux.run(server, "kill-server", check=False)
+        path.unlink(missing_ok=True)
         os.kill(pid, signal.SIGUSR1)  # the recovery the message names (and what lets the teardown reach it)
     deadline = time.monotonic() + 10
-    while server not in tmux.sockets():
+    while not _is_socket(path):
         assert time.monotonic() < deadline
         time.sleep(0.05)
     status = ws.mam_json("status")
@@ -239,3 +256,23 @@ def test_parallel_bootstraps_of_a_down_server_all_succeed_and_one_starts_it(ws: 
             docs.append(json.loads(out))
         assert sum(d["started"] for d in docs) == 1, docs
         assert tmux.run(server, "list-sessions", "-F", "#{session_name}").stdout == "_mam_keepalive\n"
+
+
+@pytest.mark.parametrize("stderr", ["server exited unexpectedly\n", "lost server\n"])
+def test_a_down_message_without_a_path_is_checked_at_the_servers_socket(tmp_path: Path, stderr: str) -> None:
+    import socket as sockets
+
+    from mam.model import ErrorKind
+    from mam_tmux.backend import classify_stderr
+
+    path = str(tmp_path / "s")
+    listener = sockets.socket(sockets.AF_UNIX)
+    listener.bind(path)
+    listener.listen()
+    try:
+        error = classify_stderr(stderr, path)
+        assert error is not None and error.kind is ErrorKind.UNKNOWN and "still runs" in error.message
+    finally:
+        listener.close()
+    error = classify_stderr(stderr, path)
+    assert error is not None and error.kind is ErrorKind.SERVER_DOWN

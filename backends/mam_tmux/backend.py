@@ -58,11 +58,11 @@ PANE_STATE = SEP.join(["#{pane_id}", "#{pane_dead}", "#{pane_dead_status}", "#{p
 _PANE_ID = re.compile(r"%[0-9]+")
 _ESCAPE = re.compile(r"\\(.)", re.DOTALL)
 
-# The first line of stderr when no server runs, as tmux words it; everything else is not "down".
-_MISSING_SOCKET = re.compile(r"^error connecting to (.*) \(No such file or directory\)$")
+# The first line of stderr when no server runs, as tmux words it, with the socket path where it names one;
+# everything else is not "down". Each still needs no process listening at that path (orphaned_socket).
 _DOWN = (
-    re.compile(r"^no server running on "),
-    _MISSING_SOCKET,
+    re.compile(r"^no server running on (?P<path>.+)$"),  # connection refused: the file is not a listening socket
+    re.compile(r"^error connecting to (?P<path>.*) \(No such file or directory\)$"),
     re.compile(r"^server exited unexpectedly$"),
     re.compile(r"^lost server$"),
 )
@@ -166,29 +166,37 @@ def _socket_owners(sockets: set[str]) -> list[int]:
 
 
 def orphaned_socket(path: str) -> str | None:
-    """Why a missing socket file at `path` does not mean "down": its server still runs (a temp cleaner deleted
-    the file), or None when no process listens there."""
+    """Why tmux's "no server" at `path` does not mean down: a process still listens on a socket bound there
+    (a temp cleaner deleted the file, or something else now stands at the path), or None when none does."""
     inodes = _listening_inodes(path)
     if not inodes:
         return None
     pids = _socket_owners(inodes)
     if not pids:
-        return f"the socket file {path} is missing, but a process still listens on it"
-    return (f"the socket file {path} is missing, but tmux server process {pids[0]} still runs: "
+        return f"the socket file {path} is missing or replaced, but a process still listens on it"
+    return (f"the socket file {path} is missing or replaced, but tmux server process {pids[0]} still runs: "
             f"`kill -USR1 {pids[0]}` makes it create the file again")
+
+
+def socket_path(server: str, env: Mapping[str, str]) -> str:
+    """Where `tmux -L server` connects, as tmux makes it: $TMUX_TMPDIR (else /tmp), resolved, then tmux-UID."""
+    base = os.path.realpath(env.get("TMUX_TMPDIR") or "/tmp")
+    return os.path.join(base, f"tmux-{os.getuid()}", server)
 
 
 def _first_line(stderr: str) -> str:
     return next((line.strip() for line in stderr.splitlines() if line.strip()), "")
 
 
-def classify_stderr(stderr: str) -> ServerError | None:
+def classify_stderr(stderr: str, socket: str | None = None) -> ServerError | None:
+    """What tmux's stderr says of the server; `socket` is its path, for the messages that do not name it."""
     first = _first_line(stderr)
-    missing = _MISSING_SOCKET.match(first)
-    orphaned = orphaned_socket(missing.group(1)) if missing else None
-    if orphaned is not None:
-        return ServerError(ErrorKind.UNKNOWN, orphaned)
-    if any(p.match(first) for p in _DOWN):
+    down = next((m for m in (p.match(first) for p in _DOWN) if m is not None), None)
+    if down is not None:
+        path = down.groupdict().get("path") or socket
+        orphaned = orphaned_socket(path) if path else None
+        if orphaned is not None:  # its server lives: never down, so nothing starts a second one on the path
+            return ServerError(ErrorKind.UNKNOWN, orphaned)
         return ServerError(ErrorKind.SERVER_DOWN, first)
     if _PERMISSION.match(first):
         return ServerError(ErrorKind.PERMISSION, first)
@@ -207,18 +215,22 @@ def _last_words(screen: str) -> str:
     return text if len(text) <= 160 else text[:157] + "..."
 
 
-def _is_down(stderr: str) -> bool:
-    error = classify_stderr(stderr)
-    return error is not None and error.kind is ErrorKind.SERVER_DOWN
-
-
 class TmuxBackend:
     name = "tmux"
+
+    def __init__(self) -> None:
+        # Each server's socket path, from the environment its client last ran with: classify has no environment.
+        self._sockets: dict[str, str] = {}
 
     def _run(self, server: str, args: list[str], *, timeout: float, env: Mapping[str, str], query: bool = True,
              cwd: str | None = None) -> CommandResult:
         argv = base_argv(server, query=query, env=env) + args
+        self._sockets[server] = socket_path(server, env)
         return run(argv, timeout=timeout, env=client_env(env), cwd=cwd)
+
+    def _is_down(self, server: str, stderr: str) -> bool:
+        error = classify_stderr(stderr, self._sockets.get(server))
+        return error is not None and error.kind is ErrorKind.SERVER_DOWN
 
     def list_agents(self, server: str, ctx: CallContext) -> tuple[Agent, ...] | Failure:
         result = self._run(server, ["list-panes", "-a", "-F", LIST_FORMAT], timeout=ctx.timeout, env=ctx.env)
@@ -227,7 +239,7 @@ class TmuxBackend:
     def classify(self, failure: Failure) -> ServerError | None:
         if failure.result.returncode in (None, 0):
             return None
-        return classify_stderr(failure.result.stderr)
+        return classify_stderr(failure.result.stderr, self._sockets.get(failure.server))
 
     def version(self, ctx: CallContext) -> str | None:
         result = run([EXECUTABLE, "-V"], timeout=ctx.timeout, env=client_env(ctx.env))
@@ -238,7 +250,7 @@ class TmuxBackend:
         result = self._run(server, ["list-sessions", "-F", "#{session_id}"], timeout=ctx.timeout, env=ctx.env)
         if result.returncode == 0:
             return True
-        if result.returncode is not None and _is_down(result.stderr):
+        if result.returncode is not None and self._is_down(server, result.stderr):
             return False
         return Failure(self.name, server, result)
 
@@ -373,6 +385,6 @@ class TmuxBackend:
             return StopResult(True, f"closed tmux session {name}")
         if result.returncode == 0:
             return StopResult(False, f"{name} had exited on tmux server {server}; its dead pane is closed")
-        if _missing_target(result.stderr) or _is_down(result.stderr):
+        if _missing_target(result.stderr) or self._is_down(server, result.stderr):
             return StopResult(False, f"{name} was not running on tmux server {server}")
         return StopResult(False, "tmux could not close the session", failure=Failure(self.name, server, result))
