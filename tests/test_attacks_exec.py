@@ -434,3 +434,42 @@ def test_zellij_runs_the_argv_as_given(ws: Workspace, tmp_path: Path) -> None:
     assert proc.returncode == 2 and "no such program" in proc.stderr, (proc.stdout, proc.stderr)
     time.sleep(0.3)
     assert not pwned.exists()
+
+
+# tmux's client option `-c shell-command` runs a shell command: one that can reach any server.
+_KILL_VICTIM = "tmux -f /dev/null -L {victim} kill-server"
+
+
+@needs_tmux
+@pytest.mark.parametrize("form", [
+    ["-c", _KILL_VICTIM],
+    ["-c" + _KILL_VICTIM],  # attached value
+    ["-Nc", _KILL_VICTIM],  # inside a cluster of one-letter flags
+    ["-uNc" + _KILL_VICTIM],
+    ["-f", "/dev/null", "-c", _KILL_VICTIM],  # after another option's value
+])
+def test_exec_refuses_tmux_shell_command_option(ws: Workspace, tmux: Tmux, two_servers: tuple[str, str],
+                                                form: list[str]) -> None:
+    server, victim = two_servers
+    before = tmux.sockets()
+    proc = ws.mam("exec", "--server", server, "--", *(w.replace("{victim}", victim) for w in form))
+    assert "exec refuses" in _one_line_refusal(proc)
+    assert _alive(tmux, victim)
+    assert tmux.sockets() == before  # nothing ran: not even the server exec names was started
+
+
+@needs_tmux
+def test_the_tmux_shim_refuses_a_shell_command(ws: Workspace, tmux: Tmux, two_servers: tuple[str, str]) -> None:
+    server, victim = two_servers
+    assert ws.mam("shim", "install").returncode == 0
+    env = {**ws.env, "PATH": f"{ws.root / '.mam' / 'shim'}{os.pathsep}{ws.env['PATH']}", "MAM_SERVER": server}
+    for form in (["-c", _KILL_VICTIM], ["-Nc" + _KILL_VICTIM]):
+        proc = subprocess.run(["tmux", *(w.replace("{victim}", victim) for w in form)], env=env,
+                              capture_output=True, text=True, timeout=60, cwd=ws.root, stdin=subprocess.DEVNULL)
+        _one_line_refusal(proc)
+        assert _alive(tmux, victim)
+    assert server not in tmux.sockets()
+    # a command word's own -c stays allowed: it belongs to the command (new-window -c DIR)
+    proc = subprocess.run(["tmux", "new-session", "-d", "-s", "w", "-c", "/"], env=env, capture_output=True,
+                          text=True, timeout=60, cwd=ws.root, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr

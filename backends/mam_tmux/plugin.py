@@ -7,8 +7,9 @@ from mam.api import Backend, BackendSpec, ScrubRule, ServerOptions, hookimpl
 MARKERS = ("TMUX", "TMUX_PANE")
 # tmux [-2CDlNuvV] [-c shell-command] [-f file] [-L socket-name] [-S socket-path] [-T features] [command ...]:
 # getopt stops at the command word, after which -L and -S are a command's own flags (capture-pane -S -5).
-# No tmux command names another server: each acts on the one -L selects (kill-server included).
-SERVER_OPTIONS = ServerOptions(names=("-L", "-S"), valued=("-c", "-f", "-T"), before_command=True)
+# No tmux command names another server: each acts on the one -L selects (kill-server included). `-c` is refused
+# with them: its shell command runs instead of any tmux command, and can reach every server (tmux -L other ...).
+SERVER_OPTIONS = ServerOptions(names=("-L", "-S", "-c"), valued=("-f", "-T"), before_command=True)
 
 
 def agent_name_rule(name: str) -> str | None:
