@@ -216,7 +216,8 @@ def spawn_document(app: App, name: str, *, agent: str | None, server: str | None
             # Sending the spawn anyway could start the server as a side effect (tmux new-session does).
             detail = outcome.error.message if outcome.error else outcome.state.value
             raise MamError("operation_failed", f"{app.backend_name} server {server} is not up ({detail}) and "
-                           "MAM_NO_AUTOSTART=1", hint=f"start it with `mam bootstrap --server {server}`")
+                           "MAM_NO_AUTOSTART=1",
+                           hint=f"start it with `mam --backend {app.backend_name} bootstrap --server {server}`")
         with waiting(f"starting {where}", progress):
             start_server(app, server)
     kind = agent or Path(argv[0]).name

@@ -164,7 +164,8 @@ def exec_command(app: App, server: str | None, args: list[str]) -> tuple[str, li
             raise MamError("operation_failed",
                            f"exec refuses {_shown(' '.join(prefixed.words))} while {app.backend_name} server {name} "
                            f"is {state.value}: {app.backend_name} would take {name!r} as the start of another "
-                           f"server's name; start it first (mam bootstrap --server {name})")
+                           f"server's name; start it first (mam --backend {app.backend_name} bootstrap --server "
+                           f"{name})")
     return program, [argv[0], *argv[1:]], env
 
 

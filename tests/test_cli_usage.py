@@ -57,3 +57,11 @@ def test_exec_usage_hint_is_not_herdr_only(ws: Workspace) -> None:
     proc = ws.mam("--backend", "tmux", "exec", "--server", "s")
     assert proc.returncode == 2
     assert "tmux exec --server S -- list-sessions" in proc.stderr
+
+
+def test_a_global_option_after_the_command_says_where_it_goes(ws: Workspace) -> None:
+    proc = ws.mam("status", "--backend", "tmux")
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == ["mam: No such option of mam status: --backend",
+                                        "hint: --backend is mam's own option: put it before the command, "
+                                        "`mam --backend ... status`"]

@@ -80,9 +80,16 @@ def prepare(words: list[str], root: click.Group) -> tuple[list[str], str]:
     return out, " ".join(path)
 
 
+GLOBAL_OPTIONS = ("-b", "--backend", "--workspace")
+
+
 def _no_such_option(name: str, options: dict[str, click.Option | None], path: str) -> MamError:
     if name == "--json":
         return no_json(path)
+    if name in GLOBAL_OPTIONS and path != "mam":
+        command = path.removeprefix("mam ")
+        return MamError("usage", f"No such option of {path}: {name}",
+                        hint=f"{name} is mam's own option: put it before the command, `mam {name} ... {command}`")
     close = _closest(name, [o for o in options if o.startswith("--")])
     return MamError("usage", f"No such option: {name}", hint=f"did you mean {close}?" if close else
                     f"run '{path} --help'")
