@@ -12,7 +12,6 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
-import stat
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -23,12 +22,14 @@ from typing import Any
 from mam import registry_text
 from mam.errors import MamError
 from mam.names import NAME_PATTERN
+from mam.safefile import read_regular
 
 ACTIVE_STATUSES = frozenset({"starting", "running"})
 SESSIONS = "sessions"
 LEGACY_SESSIONS = "herdr_sessions"  # the older herdr-only form: its server key is `herdr_session`
 LEGACY_BACKEND = "herdr"
 LOCK_TIMEOUT = 30.0
+MAX_REGISTRY_BYTES = 256 << 20  # refused unread above this: 10,000 rows are about 2 MB
 
 RowKey = tuple[str, str, str]  # (backend, server, name)
 
@@ -192,21 +193,9 @@ def parse(text: str, path: Path, default_backend: str) -> tuple[dict[str, Any], 
 
 def _read_text(path: Path, shown: Path) -> str | None:
     """The file's text, or None when there is none. Only a regular file is read: a FIFO would block."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
+    data = read_regular(path, shown, MAX_REGISTRY_BYTES, "invalid_registry", _HAND_FIX)
+    if data is None:
         return None
-    except OSError as exc:
-        raise MamError("invalid_registry", f"{shown}: cannot read: {exc.strerror}") from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise MamError("invalid_registry", f"{shown}: not a regular file", hint=_HAND_FIX)
-        with os.fdopen(fd, "rb", closefd=False) as handle:
-            data = handle.read()
-    except OSError as exc:
-        raise MamError("invalid_registry", f"{shown}: cannot read: {exc.strerror}") from None
-    finally:
-        os.close(fd)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from mam.errors import MamError
 from mam.names import is_valid_name
+from mam.safefile import read_regular
 
 DEFAULT_BACKEND = "herdr"
 # First match wins (docs/cli.md).
@@ -64,6 +65,7 @@ def find_root(explicit: str | None, env: Mapping[str, str], cwd: Path) -> Path:
 
 
 CONFIG_KEYS = ("backend", "env")
+MAX_CONFIG_BYTES = 1 << 20  # a config is a few lines: anything larger is refused unread
 ENV_KEYS = ("scrub", "keep")
 # A variable name, or a prefix ending in `*` (envscrub.matches); `*` alone is every variable.
 _PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\*?|\*")
@@ -127,12 +129,9 @@ def _config(data: object, path: Path) -> Config:
 def load_config(root: Path) -> Config:
     """`.mam/config.yaml`, validated: anything mam would not use is refused with its line, never ignored."""
     path = root / ".mam" / "config.yaml"
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
+    data = read_regular(path, path, MAX_CONFIG_BYTES, "invalid_config", _CONFIG_HINT)
+    if data is None:
         return Config(path)
-    except OSError as exc:
-        raise MamError("invalid_config", f"{path}: cannot read: {exc.strerror}") from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -1,0 +1,40 @@
+"""Reading a file mam owns (the registry, the config) only when it is a regular file of a sane size.
+
+A FIFO planted in its place would block the open, `/dev/zero` or a huge sparse file would be read until memory
+runs out; each is refused in one line naming the file instead, and its bytes are left as they are.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from mam.errors import MamError
+
+
+def read_regular(path: Path, shown: Path, limit: int, kind: str, hint: str | None = None) -> bytes | None:
+    """The bytes of `path` (a link to a regular file is followed), or None when there is none. Raise a MamError
+    of `kind` naming `shown` for anything else, or for a file over `limit` bytes."""
+    try:
+        # O_NONBLOCK: opening a FIFO must not wait for a writer; fstat then refuses it.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise MamError(kind, f"{shown}: cannot read: {exc.strerror}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise MamError(kind, f"{shown}: not a regular file", hint=hint)
+        if info.st_size > limit:
+            raise MamError(kind, f"{shown}: too large ({info.st_size} bytes; at most {limit} are read)", hint=hint)
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            data = handle.read(limit + 1)  # the file may have grown since fstat
+    except OSError as exc:
+        raise MamError(kind, f"{shown}: cannot read: {exc.strerror}") from None
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise MamError(kind, f"{shown}: too large (more than {limit} bytes)", hint=hint)
+    return data
