@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from conftest import Workspace
 from mam_zellij.backend import parse_sessions
@@ -125,3 +127,26 @@ def test_spawn_and_stop_a_pane(ws: Workspace, zellij: Zellij) -> None:
     assert [p["title"] for p in zellij.sessions()["work"]["panes"] if not p["is_plugin"]] == [
         os.environ.get("SHELL", "/bin/sh")]
     assert ws.mam_json("status")["sessions"][0]["live"] == "absent"
+
+
+def test_a_session_name_that_forges_listing_lines_makes_the_answer_unknown(ws: Workspace, zellij: Zellij) -> None:
+    ws.mam_json("spawn", "coder", "--command", "sleep 600", "--server", "vic", "--cwd", str(ws.root))
+    # zellij refuses only empty, ".", ".." and "/" in a session name: a newline is allowed, and a name can hold
+    # whole listing lines, one of them saying that vic has exited.
+    forged = "a [Created 1s ago]\nvic [Created 1s ago] (EXITED - attach to resurrect)\nb"
+    made = subprocess.run(["zellij", "attach", "-b", forged], env=ws.env, capture_output=True, text=True, timeout=20)
+    assert made.returncode == 0, made.stderr
+    try:
+        state = ws.mam_json("status")["servers"][0]
+        assert state["state"] == "unknown", state
+        ws.mam_json("reconcile", "--apply")
+        assert yaml.safe_load(ws.registry.read_text())["sessions"][0]["status"] == "running"
+    finally:
+        subprocess.run(["zellij", "delete-session", "--force", forged], env=ws.env, capture_output=True, timeout=20)
+    assert ws.mam_json("status")["servers"][0]["state"] == "up"
+    assert ws.mam_json("stop", "coder")["status"] == "stopped"
+
+
+def test_a_listing_that_names_a_session_twice_is_refused() -> None:
+    with pytest.raises(ValueError):
+        parse_sessions("vic [Created 1s ago] \nvic [Created 1s ago] (EXITED - attach to resurrect)\n", "")

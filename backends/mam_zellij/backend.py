@@ -49,7 +49,10 @@ def client_env(env: Mapping[str, str]) -> dict[str, str]:
 
 
 def parse_sessions(stdout: str, stderr: str) -> dict[str, bool]:
-    """`list-sessions -n`: session name -> alive. Raises ValueError on text it does not know."""
+    """`list-sessions -n`: session name -> alive. Raises ValueError on text it does not know.
+
+    zellij lets a session name hold a newline, so a name can forge whole lines (`vic [Created ...] (EXITED ...)`).
+    Names are unique, so a name listed twice means forged lines: the whole answer is refused, never read."""
     if (stderr.strip() == NO_SESSIONS and not stdout.strip()) or (stdout.strip() == NO_SESSIONS and not stderr.strip()):
         return {}
     if stderr.strip():
@@ -63,6 +66,8 @@ def parse_sessions(stdout: str, stderr: str) -> dict[str, bool]:
         match = _LINE.match(line)
         if match is None:
             raise ValueError(f"unexpected line in zellij list-sessions: {line[:80]!r}")
+        if match["name"] in sessions:
+            raise ValueError(f"zellij list-sessions names {match['name'][:80]!r} twice")
         sessions[match["name"]] = match["flag"] is None or match["flag"] == "(current)"
     return sessions
 
