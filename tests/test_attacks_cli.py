@@ -136,3 +136,31 @@ def test_pane_text_never_reaches_the_terminal_raw(ws: Workspace, tmux: Tmux) -> 
         out = ws.mam(*args).stdout
         assert "\x1b" not in out and "\x07" not in out and "\x9b" not in out, out
         assert "\\x1b]0;PWNED\\x07\\x1b[2J" in out
+
+
+def test_a_long_status_says_what_it_waits_for_on_a_terminal(ws: Workspace, tmux: Tmux) -> None:
+    import pty
+    import select
+
+    server, pid = _stopped_server(tmux)
+    ws.write_registry("version: 1\nsessions:\n" + _row("a", server))
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "mam", "status"], env={**ws.env, "MAM_TIMEOUT": "2"},
+                            cwd=ws.root, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=slave)
+    os.close(slave)
+    seen = b""
+    try:
+        deadline = time.monotonic() + 10
+        while b"asking the servers" not in seen and time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.2)
+            if ready:
+                try:
+                    seen += os.read(master, 4096)
+                except OSError:
+                    break
+        proc.communicate(timeout=10)
+    finally:
+        os.close(master)
+        proc.kill()
+        os.kill(pid, signal.SIGCONT)
+    assert b"mam: asking the servers for their agents (1 s)..." in seen, seen

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -100,3 +101,14 @@ def end_children() -> None:
     runner = sys.modules.get("mam.runner")
     if runner is not None:
         runner.kill_running()
+
+
+def waiting(what: str, as_json: bool) -> AbstractContextManager[None]:
+    """A progress line on a terminal's stderr for waits over a second (mam.progress), loaded only there."""
+    if as_json or not sys.stderr.isatty():
+        from contextlib import nullcontext
+
+        return nullcontext()
+    from mam.progress import waiting as progress
+
+    return progress(what)

@@ -8,7 +8,7 @@ import typer
 
 from mam import __version__
 from mam.cli import complete
-from mam.cli.context import begin, emit, end_children, say_unanswered
+from mam.cli.context import begin, emit, end_children, say_unanswered, waiting
 from mam.errors import MamError
 
 MIN_WATCH = 0.1  # seconds between two reconcile passes: less is a busy loop
@@ -26,7 +26,8 @@ def status(ctx: typer.Context,
     from mam.status import status_document
 
     app = call.open()
-    doc = status_document(app, server or ())
+    with waiting("asking the servers for their agents", call.json):
+        doc = status_document(app, server or ())
     code = say_unanswered(app, doc)
     emit(doc, call.json, None if call.json else render.status_text(doc))
     return code
@@ -55,7 +56,8 @@ def reconcile(ctx: typer.Context,
         raise MamError("usage", "--once and --watch contradict each other", hint="drop one of them")
     app = call.open()
     if watch is None:
-        doc = reconcile_document(app, apply=apply, adopt=adopt)
+        with waiting("asking the servers for their agents", call.json):
+            doc = reconcile_document(app, apply=apply, adopt=adopt)
         code = say_unanswered(app, doc)
         emit(doc, call.json, None if call.json else render.reconcile_text(doc))
         return code
