@@ -60,6 +60,10 @@ DEFAULT_RULES: tuple[ScrubRule, ...] = (
     ScrubRule("CLAUDE_CODE_*", DEFAULT_SOURCE + " (class rule)"),
 )
 
+# Removed before any rule is consulted, so no keep rule (`MAM_*`, `*`) brings it back: a shim's guard names the
+# process of one call (mam.passthrough), and a server or agent inheriting it would carry it for life.
+ALWAYS_REMOVED = ScrubRule("MAM_SHIM_GUARD", DEFAULT_SOURCE + " (a shim's guard: never kept)")
+
 DEFAULT_KEEP: tuple[str, ...] = (
     "CLAUDE_CONFIG_DIR", "CLAUDE_PROJECT_DIR", "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CODE_USE_BEDROCK",
     "CLAUDE_CODE_USE_VERTEX", "CLAUDE_CODE_EFFORT_LEVEL", "CLAUDE_CODE_FORCE_SESSION_PERSISTENCE",
@@ -114,13 +118,17 @@ def keep_rules(config_keep: Iterable[str], config_source: str) -> tuple[KeepRule
 
 
 def plan(env: Mapping[str, str], rules: Iterable[ScrubRule], keep: Iterable[KeepRule]) -> ScrubPlan:
-    """Decide every variable of `env`. Keep rules win over scrub rules; the first matching rule is named."""
+    """Decide every variable of `env`. Keep rules win over scrub rules (except ALWAYS_REMOVED); the first
+    matching rule is named."""
     rules = tuple(rules)
     keep = tuple(keep)
     decisions: list[Decision] = []
     out: dict[str, str] = {}
     for name in sorted(env):
         value = env[name]
+        if name == ALWAYS_REMOVED.pattern:
+            decisions.append(Decision(name, ALWAYS_REMOVED, None))
+            continue
         rule = next((r for r in rules if matches(r.pattern, name) and (r.values is None or value in r.values)),
                     None)
         if rule is None:

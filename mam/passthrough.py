@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import shutil
 import sys
@@ -119,6 +118,20 @@ def is_shim(program: str) -> bool:
         return False
 
 
+def _is_native(program: str) -> bool:
+    """An ELF binary (the real tmux, herdr or zellij), which never runs a shim itself; a script may."""
+    try:
+        fd = os.open(program, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO on PATH must not block
+    except OSError:
+        return False
+    try:
+        return os.read(fd, 4) == b"\x7fELF"
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
 def exec_command(app: App, server: str | None, args: list[str]) -> tuple[str, list[str], dict[str, str]]:
     """The program, argv and environment `mam exec` replaces itself with."""
     name = server or app.env.get("MAM_SERVER")
@@ -149,6 +162,10 @@ def exec_command(app: App, server: str | None, args: list[str]) -> tuple[str, li
         where = _shown(program, 200) + (f" -> {_shown(real, 200)}" if real != program else "")
         raise MamError("operation_failed", f"{argv[0]} on PATH is a mam shim outside its folder ({where}), not the "
                                            f"real {argv[0]}: remove it, or put the real {argv[0]} before it on PATH")
+    if SHIM_GUARD in app.env and not _is_native(program):
+        # The scrubbed env has no guard (a server the program starts would keep it for life), but a script
+        # may be a wrapper that runs a shim again, and only the guard stops that loop.
+        env[SHIM_GUARD] = app.env[SHIM_GUARD]
     autostart = app.env.get("MAM_NO_AUTOSTART") != "1"
     # A command that reads a name as a prefix would take a server that is not running for another one's.
     prefixed = found[0] if found is not None and found[0].prefix else None
@@ -156,9 +173,7 @@ def exec_command(app: App, server: str | None, args: list[str]) -> tuple[str, li
         outcome = query_server(app.plugins, app.backend_name, name, CallContext(app.timeout, app.backend_env))
         state = outcome.state
         if state is ServerState.DOWN and autostart:
-            # The server keeps its environment for life: the guard of this call stays out of it.
-            unguarded = {k: v for k, v in app.env.items() if k != SHIM_GUARD}
-            start_server(dataclasses.replace(app, env=unguarded), name)
+            start_server(app, name)  # scrubbed: the guard of this call stays out of the server
             state = ServerState.UP
         if prefixed is not None and state is not ServerState.UP:
             raise MamError("operation_failed",
