@@ -28,6 +28,18 @@ def clean_environ() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith(_LEAKY_PREFIXES)}
 
 
+def base_env(home: Path, **variables: str) -> dict[str, str]:
+    """The environment every test's mam, fake or backend runs in: the developer's session markers gone, HOME
+    pinned, the fakes first on PATH (run on this very interpreter, found before any wrapper: a pyenv shim costs
+    60 ms), plus `variables`."""
+    env = clean_environ()
+    env.update({"HOME": str(home), "NO_COLOR": "1",
+                "PATH": os.pathsep.join([str(FAKES), str(Path(sys.executable).parent),
+                                         env.get("PATH", "/usr/bin:/bin")])})
+    env.update(variables)
+    return env
+
+
 @dataclass
 class FakeHerdr:
     config: Path  # $XDG_CONFIG_HOME
@@ -140,14 +152,8 @@ def ws(tmp_path: Path) -> Iterator[Workspace]:
     home.mkdir()
     root = tmp_path / "project"
     root.mkdir()
-    env = clean_environ()
-    env.update({"HOME": str(home), "XDG_CONFIG_HOME": str(config), "MAM_WORKSPACE": str(root),
-                "ZELLIJ_SOCKET_DIR": str(tmp_path / "zellij"), "TMUX_TMPDIR": str(config),
-                # the fakes run on this very interpreter, found before any wrapper (a pyenv shim costs 60 ms)
-                "PATH": os.pathsep.join([str(FAKES), str(Path(sys.executable).parent),
-                                         env.get("PATH", "/usr/bin:/bin")]),
-                "MAM_TIMEOUT": "5",
-                "NO_COLOR": "1"})
+    env = base_env(home, XDG_CONFIG_HOME=str(config), MAM_WORKSPACE=str(root),
+                   ZELLIJ_SOCKET_DIR=str(tmp_path / "zellij"), TMUX_TMPDIR=str(config), MAM_TIMEOUT="5")
     herdr = FakeHerdr(config, env)
     try:
         yield Workspace(root, env, herdr)

@@ -14,7 +14,7 @@ from typing import ClassVar
 
 import pytest
 
-from conftest import FAKES, FakeHerdr, clean_environ
+from conftest import FAKES, FakeHerdr, base_env
 from mam.model import Backend, Failure
 from mam.testing import BackendContract, FakeRunner
 from mam_herdr.backend import HerdrBackend
@@ -39,9 +39,7 @@ class TestHerdrContract(BackendContract):
     @pytest.fixture
     def env(self, tmp_path: Path) -> Iterator[dict[str, str]]:
         config = Path(tempfile.mkdtemp(prefix="mc", dir="/tmp"))
-        env = clean_environ()
-        env.update({"XDG_CONFIG_HOME": str(config), "HOME": str(tmp_path),
-                    "PATH": f"{FAKES}{os.pathsep}{env.get('PATH', '')}"})
+        env = base_env(tmp_path, XDG_CONFIG_HOME=str(config))
         self.fake = FakeHerdr(config, env)
         yield env
         self.fake.cleanup()
@@ -75,10 +73,7 @@ class TestZellijContract(BackendContract):
 
     @pytest.fixture
     def env(self, tmp_path: Path) -> dict[str, str]:
-        env = clean_environ()
-        env.update({"ZELLIJ_SOCKET_DIR": str(tmp_path / "z"), "HOME": str(tmp_path),
-                    "PATH": f"{FAKES}{os.pathsep}{env.get('PATH', '')}"})
-        return env
+        return base_env(tmp_path, ZELLIJ_SOCKET_DIR=str(tmp_path / "z"))
 
     @pytest.fixture
     def empty_server(self, env: dict[str, str]) -> str:
@@ -120,8 +115,7 @@ class TestTmuxContract(BackendContract):
     @pytest.fixture
     def env(self, tmp_path: Path) -> Iterator[dict[str, str]]:
         tmpdir = Path(tempfile.mkdtemp(prefix="mk", dir="/tmp"))
-        env = clean_environ()
-        env.update({"TMUX_TMPDIR": str(tmpdir), "HOME": str(tmp_path), "MAM_TMUX_CONFIG": "/dev/null"})
+        env = base_env(tmp_path, TMUX_TMPDIR=str(tmpdir), MAM_TMUX_CONFIG="/dev/null")
         self.servers: list[str] = []
         yield env
         for server in self.servers:
@@ -186,7 +180,7 @@ class TestThirdPartyEchoContract(BackendContract):
 
     @pytest.fixture
     def env(self, _installed: None) -> dict[str, str]:
-        return {**clean_environ(), "PYTHONPATH": os.environ["PYTHONPATH"],
+        return {**base_env(Path(tempfile.gettempdir())), "PYTHONPATH": os.environ["PYTHONPATH"],
                 "ECHO_AGENTS": json.dumps({"pop": ["a", "b"], "empty": []})}
 
     @pytest.fixture
