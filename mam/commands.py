@@ -45,10 +45,19 @@ def server_lock(app: App, server: str) -> Iterator[None]:
     path = locks / f"{app.backend_name}-{server}.lock"
     try:
         locks.mkdir(parents=True, exist_ok=True)
-        # O_NOFOLLOW: a link planted in place of the lock file is refused, never followed
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        # O_NOFOLLOW on the folder and the file: a link planted in place of either is refused, never followed
+        dir_fd = os.open(locks, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EEXIST) and locks.is_symlink():
+            raise MamError("operation_failed", f"{locks}: the locks folder is a symbolic link: refusing to follow "
+                           "it", hint="remove it: mam creates its locks itself") from None
+        raise MamError("operation_failed", f"{locks}: cannot open the locks folder: {exc.strerror or exc}") from None
+    try:
+        fd = os.open(path.name, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
     except OSError as exc:
         raise MamError("operation_failed", f"{path}: cannot open the server lock: {exc.strerror or exc}") from None
+    finally:
+        os.close(dir_fd)
     try:
         # Long enough for one holder's whole bootstrap: its probe, its start call and its wait to come up.
         deadline = time.monotonic() + 2 * app.timeout + app.bootstrap_wait + 1

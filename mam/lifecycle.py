@@ -190,6 +190,12 @@ def spawn_document(app: App, name: str, *, agent: str | None, server: str | None
     server = default_server(app, server)
     argv = agent_argv(agent, command, args)
     directory = Path(cwd).resolve() if cwd else Path.cwd()
+    try:
+        str(directory).encode("utf-8")
+    except UnicodeEncodeError:  # bytes that are not UTF-8 arrive as surrogates; the registry holds UTF-8 only
+        shown = os.fsencode(directory).decode("utf-8", "backslashreplace")
+        raise MamError("usage", f"{'--cwd' if cwd else 'the working directory'} {shown}: not a UTF-8 path",
+                       hint="rename the directory, or start the agent from one whose path is UTF-8") from None
     if not directory.is_dir():
         raise MamError("usage", f"--cwd {cwd}: not a directory")
     backend = app.plugins.backend(app.backend_name)
