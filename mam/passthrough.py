@@ -141,8 +141,9 @@ def exec_command(app: App, server: str | None, args: list[str]) -> tuple[str, li
     options = app.plugins.spec(app.backend_name).server_options
     word = refused_option(args, options)
     if word is not None:  # before anything runs: it would reach another server than the one mam names
-        raise MamError("usage", f"exec refuses {_shown(word)}: it selects a {app.backend_name} server or socket, "
-                                f"and exec reaches only the one mam names (--server {name})")
+        raise MamError("usage", f"exec refuses {_shown(word)}: {app.backend_name} declares it as reaching past the "
+                                f"server mam names (another server or socket, or a command run outside it); exec "
+                                f"reaches only --server {name}")
     found = named_command(args, options)
     if found is not None and (why := command_refusal(*found, name, app.backend_name)) is not None:
         raise MamError("usage", why)
