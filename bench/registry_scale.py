@@ -85,7 +85,7 @@ def setup(rows: int, servers: int) -> tuple[Path, Callable[[], App]]:
 
     def app() -> App:
         a = App.open(str(root), "fast", env)
-        a.plugins._register(FastPlugin(), "bench-fast", "bench")  # noqa: SLF001 - an in-memory backend
+        a.plugins._register(FastPlugin(), "bench-fast", "bench")  # an in-memory backend
         return a
 
     return root / ".mam" / "agent-sessions.yaml", app

@@ -90,7 +90,7 @@ class Plugins:
             self.pm.register(plugin, name=name)
             self.pm.check_pending()  # a misspelled hook is an error, not a silently ignored function
             declared = self._declared_by(plugin)
-        except Exception as exc:  # noqa: BLE001 - a broken plugin is reported, never fatal
+        except Exception as exc:  # a broken plugin is reported, never fatal
             if self.pm.is_registered(plugin):
                 self.pm.unregister(plugin)
             self.problems.append(LoadProblem(name, provider, _first_line(exc)))
@@ -145,7 +145,7 @@ class Plugins:
         provider = ep.provider
         try:
             plugin = ep.load()
-        except Exception as exc:  # noqa: BLE001 - reported by `mam backends`, fatal only when selected
+        except Exception as exc:  # reported by `mam backends`, fatal only when selected
             self.problems.append(LoadProblem(name, provider, _first_line(exc)))
             return
         self._register(plugin, name, provider)
@@ -187,7 +187,7 @@ class Plugins:
             spec = self.spec(name)
             try:
                 self._backends[name] = spec.load()
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:  # the selected backend: an error, but one line
                 raise MamError("plugin_load_failed",
                                f"backend {name!r} ({spec.provider}) failed to load: {_first_line(exc)}",
                                hint="run 'mam backends' for details") from None

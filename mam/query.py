@@ -27,7 +27,7 @@ def query_server(plugins: Plugins, backend_name: str, server: str, ctx: CallCont
         if not isinstance(listing, Failure):
             return ServerOutcome(backend_name, server, ServerState.UP, tuple(listing))
         error = plugins.classify(backend, listing)
-    except Exception as exc:  # noqa: BLE001 - a plugin bug must not spoil the other servers' answers
+    except Exception as exc:  # a plugin bug must not spoil the other servers' answers
         return ServerOutcome(backend_name, server, ServerState.UNKNOWN,
                              error=ServerError(ErrorKind.UNKNOWN, f"backend {backend_name} failed: {exc!r}"))
     state = ServerState.DOWN if error.kind is ErrorKind.SERVER_DOWN else ServerState.UNKNOWN

@@ -115,7 +115,7 @@ def _check_events(text: str) -> None:
 
 def load(text: str) -> Any:
     _check_events(text)
-    return yaml.load(text, Loader=Loader)  # noqa: S506 - Loader is a SafeLoader subclass
+    return yaml.load(text, Loader=Loader)  # Loader is a SafeLoader subclass
 
 
 def compose(text: str) -> yaml.Node | None:

@@ -130,4 +130,4 @@ def exec_(ctx: typer.Context,
     program, argv, environ = exec_command(call.open(), server, argv)
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execve(program, argv, environ)  # noqa: S606 - explicit program and argv, no shell
+    os.execve(program, argv, environ)  # an explicit program and argv, no shell
