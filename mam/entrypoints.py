@@ -1,7 +1,7 @@
 """The entry points of one group, read straight from the installed distributions' files.
 
-`importlib.metadata` costs about 15 ms to import and scan (it brings email, zipfile, csv and more): a fifth of
-`mam --backend tmux status`. This reads the very files it reads, `entry_points.txt` in every `*.dist-info` and
+`importlib.metadata` is slow to import and scan (it brings email, zipfile, csv and more; bench/RESULTS.md has the
+figures). This reads the very files it reads, `entry_points.txt` in every `*.dist-info` and
 `*.egg-info` directory of each `sys.path` folder, with its rules: folders in `sys.path` order, a distribution
 name counted once (the first one found wins), and among entry points of one name the last one read wins. Where
 distributions may come from elsewhere (a zip file on `sys.path`, a finder that serves its own distributions),

@@ -37,7 +37,8 @@ def query_server(plugins: Plugins, backend_name: str, server: str, ctx: CallCont
 def query_servers(plugins: Plugins, keys: Iterable[ServerKey], ctx: CallContext) -> dict[ServerKey, ServerOutcome]:
     """Query every server at once; each call has its own time limit, so a slow one delays no other.
 
-    Plain threads pulling from one shared list: concurrent.futures would cost 5 ms of start-up for nothing.
+    Plain threads pulling from one shared list: concurrent.futures would add start-up cost for nothing
+    (bench/RESULTS.md).
     """
     keys = sorted(set(keys))
     if len(keys) <= 1:

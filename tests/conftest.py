@@ -30,8 +30,8 @@ def clean_environ() -> dict[str, str]:
 
 def base_env(home: Path, **variables: str) -> dict[str, str]:
     """The environment every test's mam, fake or backend runs in: the developer's session markers gone, HOME
-    pinned, the fakes first on PATH (run on this very interpreter, found before any wrapper: a pyenv shim costs
-    60 ms), plus `variables`."""
+    pinned, the fakes first on PATH (run on this very interpreter, found before any wrapper, which
+    would cost start-up on every call), plus `variables`."""
     env = clean_environ()
     env.update({"HOME": str(home), "NO_COLOR": "1",
                 "PATH": os.pathsep.join([str(FAKES), str(Path(sys.executable).parent),
