@@ -74,7 +74,7 @@ class App:
         rules = [*(ScrubRule(p, source) for p in config.scrub), *self.plugins.scrub_rules(all_plugins)]
         plan = envscrub.plan(self.env, rules, envscrub.keep_rules(config.keep, source))
         if "PATH" in plan.env:  # backend processes must find the real binaries, never mam's shims
-            from mam.passthrough import path_without_shims
+            from mam.shims import path_without_shims
 
             plan.env["PATH"] = path_without_shims(plan.env["PATH"])
         return plan

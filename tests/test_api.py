@@ -35,3 +35,13 @@ def test_the_api_exports_what_it_lists() -> None:
     assert mam.api.poll_until(lambda: None, wait=0) is None
     calls = iter([None, None, 3])
     assert mam.api.poll_until(lambda: next(calls), wait=5, interval=0) == 3
+
+
+def test_the_app_does_not_import_exec() -> None:
+    """The scrubbed environment needs the shim folders, not `mam exec`: no cycle app -> passthrough -> app."""
+    import subprocess
+    import sys
+
+    code = "import sys, mam.app; print('mam.passthrough' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "False"

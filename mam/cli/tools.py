@@ -16,7 +16,7 @@ def shim_install(ctx: typer.Context,
     call = begin(ctx, as_json)
     from pathlib import Path
 
-    from mam.passthrough import install_shims
+    from mam.shims import install_shims
 
     target = Path(folder) if folder else call.open().workspace.dot_mam / "shim"
     shims = [str(path) for path in install_shims(target)]
