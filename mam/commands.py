@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import errno
-import fcntl
 import os
 import shutil
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,6 +16,7 @@ from mam.model import BootstrapContext, BootstrapResult, ErrorKind, ServerOutcom
 from mam.names import check_name
 from mam.query import query_server
 from mam.registry import Registry, Row
+from mam.safefile import lock_within
 from mam.status import call_context
 
 
@@ -60,17 +59,13 @@ def server_lock(app: App, server: str) -> Iterator[None]:
         os.close(dir_fd)
     try:
         # Long enough for one holder's whole bootstrap: its probe, its start call and its wait to come up.
-        deadline = time.monotonic() + 2 * app.timeout + app.bootstrap_wait + 1
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except OSError as exc:
-                if exc.errno not in (errno.EAGAIN, errno.EACCES) or time.monotonic() > deadline:
-                    raise MamError("operation_failed", f"{app.backend_name} server {server}: another mam command "
-                                   f"is still starting it ({path} is locked)",
-                                   hint="retry when it has finished") from None
-                time.sleep(0.01)
+        try:
+            locked = lock_within(fd, 2 * app.timeout + app.bootstrap_wait + 1)
+        except OSError:
+            locked = False
+        if not locked:
+            raise MamError("operation_failed", f"{app.backend_name} server {server}: another mam command "
+                           f"is still starting it ({path} is locked)", hint="retry when it has finished")
         yield
     finally:
         os.close(fd)  # closing releases the lock

@@ -10,9 +10,7 @@ YAML parser: see mam/registry_text.py.
 from __future__ import annotations
 
 import errno
-import fcntl
 import os
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -22,7 +20,7 @@ from typing import Any
 from mam import registry_text
 from mam.errors import MamError
 from mam.names import NAME_PATTERN
-from mam.safefile import read_regular
+from mam.safefile import lock_within, read_regular
 
 ACTIVE_STATUSES = frozenset({"starting", "running"})
 SESSIONS = "sessions"
@@ -254,16 +252,13 @@ def _locked(path: Path, timeout: float = LOCK_TIMEOUT) -> Iterator[None]:
         reason = "it is a symbolic link" if exc.errno == errno.ELOOP else exc.strerror
         raise MamError("operation_failed", f"{lock_path}: cannot open the registry lock: {reason}") from None
     try:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except OSError as exc:
-                if exc.errno not in (errno.EAGAIN, errno.EACCES) or time.monotonic() > deadline:
-                    raise MamError("operation_failed", f"{path}: registry is locked by another process",
-                                   hint="retry when the other mam command has finished") from None
-                time.sleep(0.01)
+        try:
+            locked = lock_within(fd, timeout)
+        except OSError:
+            locked = False
+        if not locked:
+            raise MamError("operation_failed", f"{path}: registry is locked by another process",
+                           hint="retry when the other mam command has finished")
         yield
     finally:
         os.close(fd)  # closing releases the lock

@@ -38,3 +38,23 @@ def read_regular(path: Path, shown: Path, limit: int, kind: str, hint: str | Non
     if len(data) > limit:
         raise MamError(kind, f"{shown}: too large (more than {limit} bytes)", hint=hint)
     return data
+
+
+def lock_within(fd: int, timeout: float) -> bool:
+    """Take an exclusive flock on `fd`, waiting at most `timeout` seconds: False when another holder kept it.
+    A lock held by a dead process is released by the kernel; any other failure raises OSError."""
+    import errno
+    import fcntl
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except OSError as exc:
+            if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                raise
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
