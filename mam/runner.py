@@ -63,18 +63,25 @@ def run(argv: Sequence[str], *, timeout: float, env: Mapping[str, str], cwd: str
     it can never wait for a terminal.
     """
     args = tuple(argv)
+    interrupted = CommandResult(args, None, timeout=timeout, os_error=f"{args[0]}: not started: interrupted")
+    if _stopping:
+        return interrupted
+    try:  # not under the lock: the parallel queries of a status must not start their clients one at a time
+        proc = subprocess.Popen(  # noqa: S603 - explicit argv, no shell
+            args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(env),
+            cwd=cwd, text=True, encoding="utf-8", errors="replace", start_new_session=True)
+    except FileNotFoundError:
+        return CommandResult(args, None, not_found=True, timeout=timeout)
+    except OSError as exc:
+        return CommandResult(args, None, timeout=timeout, os_error=f"{args[0]}: {exc.strerror or exc}")
     with _running_lock:
-        if _stopping:
-            return CommandResult(args, None, timeout=timeout, os_error=f"{args[0]}: not started: interrupted")
-        try:
-            proc = subprocess.Popen(  # noqa: S603 - explicit argv, no shell
-                args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(env),
-                cwd=cwd, text=True, encoding="utf-8", errors="replace", start_new_session=True)
-        except FileNotFoundError:
-            return CommandResult(args, None, not_found=True, timeout=timeout)
-        except OSError as exc:
-            return CommandResult(args, None, timeout=timeout, os_error=f"{args[0]}: {exc.strerror or exc}")
-        _running.add(proc)
+        stopping = _stopping  # set while this one started: kill_running did not see it, so end it here
+        if not stopping:
+            _running.add(proc)
+    if stopping:
+        _kill_group(proc)
+        _abandon(proc)
+        return interrupted
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -164,3 +165,26 @@ def test_a_long_status_says_what_it_waits_for_on_a_terminal(ws: Workspace, tmux:
         proc.kill()
         os.kill(pid, signal.SIGCONT)
     assert b"mam: asking the servers for their agents (1 s)..." in seen, seen
+
+
+def test_a_call_started_while_mam_is_interrupted_is_ended_not_left_running(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Popen runs outside the lock (the parallel queries must not start one at a time): a process that started
+    while kill_running ran, unseen by it, is ended by its own call."""
+    from mam import runner
+
+    monkeypatch.setattr(runner, "_stopping", False)
+    started: list[subprocess.Popen[str]] = []
+    real = subprocess.Popen
+
+    def popen(*args: Any, **kwargs: Any) -> subprocess.Popen[str]:
+        proc = real(*args, **kwargs)
+        started.append(proc)
+        runner.kill_running()  # the interrupt lands between the start and the bookkeeping
+        return proc
+
+    monkeypatch.setattr(runner.subprocess, "Popen", popen)
+    result = runner.run(["sleep", "30"], timeout=5, env={"PATH": "/usr/bin:/bin"})
+    assert result.returncode is None and "interrupted" in (result.os_error or "")
+    assert started and started[0].poll() is not None  # killed and reaped, not left sleeping
+    assert not runner._running
+    assert "interrupted" in (runner.run(["true"], timeout=5, env={}).os_error or "")  # nothing new starts
