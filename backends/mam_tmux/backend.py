@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import time
 from collections.abc import Mapping
 
 from mam.api import (
@@ -24,8 +23,10 @@ from mam.api import (
     SpawnRequest,
     SpawnResult,
     StopResult,
+    first_line,
     open_text_log,
     parse_or_failure,
+    poll_until,
     run,
 )
 
@@ -184,13 +185,9 @@ def socket_path(server: str, env: Mapping[str, str]) -> str:
     return os.path.join(base, f"tmux-{os.getuid()}", server)
 
 
-def _first_line(stderr: str) -> str:
-    return next((line.strip() for line in stderr.splitlines() if line.strip()), "")
-
-
 def classify_stderr(stderr: str, socket: str | None = None) -> ServerError | None:
     """What tmux's stderr says of the server; `socket` is its path, for the messages that do not name it."""
-    first = _first_line(stderr)
+    first = first_line(stderr)
     down = next((m for m in (p.match(first) for p in _DOWN) if m is not None), None)
     if down is not None:
         path = down.groupdict().get("path") or socket
@@ -205,7 +202,7 @@ def classify_stderr(stderr: str, socket: str | None = None) -> ServerError | Non
 
 def _missing_target(stderr: str) -> bool:
     """tmux's answer for a session (or pane) that is not there, on a server that is."""
-    return _first_line(stderr).startswith(("can't find session", "can't find window", "can't find pane"))
+    return first_line(stderr).startswith(("can't find session", "can't find window", "can't find pane"))
 
 
 def _last_words(screen: str) -> str:
@@ -267,7 +264,7 @@ class TmuxBackend:
             result = self._run(server, ["new-session", "-d", "-s", KEEPALIVE, "-x", "80", "-y", "24"],
                                timeout=ctx.timeout, env=ctx.env, query=False, cwd=str(ctx.cwd))
             log.write(result.stdout + result.stderr)
-        if result.returncode == 1 and _first_line(result.stderr) == f"duplicate session: {KEEPALIVE}":
+        if result.returncode == 1 and first_line(result.stderr) == f"duplicate session: {KEEPALIVE}":
             # Another client started this server since our probe: it is up, and this bootstrap did not start it.
             if self._probe(server, ctx) is True:
                 return BootstrapResult(False, True, f"tmux server {server} was started meanwhile by another client")
@@ -348,17 +345,12 @@ class TmuxBackend:
         """Why the new agent ended within EXIT_WINDOW, or None when it still runs (or tmux could not tell: the
         core's listing decides then). Afterwards remain-on-exit goes back to what the server says, so that the
         session ends with its agent, as any tmux session does."""
-        deadline = time.monotonic() + EXIT_WINDOW
-        ended = self._ended(server, pane_id, ctx)
-        while ended is None and time.monotonic() < deadline:
-            time.sleep(POLL_INTERVAL)
-            ended = self._ended(server, pane_id, ctx)
-        reaped = time.monotonic() + 1.0
-        while ended == "" and time.monotonic() < reaped:  # dead: its status comes once tmux has reaped it
-            time.sleep(POLL_INTERVAL / 5)
-            ended = self._ended(server, pane_id, ctx)
+        ended = poll_until(lambda: self._ended(server, pane_id, ctx), wait=EXIT_WINDOW, interval=POLL_INTERVAL)
+        if ended == "":  # dead: its status comes once tmux has reaped it
+            ended = poll_until(lambda: self._ended(server, pane_id, ctx) or None, wait=1.0,
+                               interval=POLL_INTERVAL / 5) or "exited at once"
         if isinstance(ended, str):
-            return ended or "exited at once"
+            return ended
         self._run(server, ["set-option", "-w", "-u", "-t", pane_id, "remain-on-exit"], timeout=ctx.timeout,
                   env=ctx.env)
         ended = self._ended(server, pane_id, ctx)  # it may have ended just before the option went
