@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import time
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
@@ -25,6 +24,7 @@ from mam.api import (
     find_for_stop,
     open_text_log,
     parse_or_failure,
+    poll_until,
     run,
 )
 
@@ -185,14 +185,13 @@ class ZellijBackend:
         if result.returncode != 0 and not already:
             return BootstrapResult(True, False, "zellij attach --create-background failed",
                                    failure=Failure(self.name, server, result))
-        deadline = time.monotonic() + ctx.wait
-        while True:
+        def up() -> bool | None:
             sessions = self._sessions(server, ctx.timeout, ctx.env)
-            if not isinstance(sessions, Failure) and sessions[0].get(server):
-                return BootstrapResult(not already, True, f"started zellij session {server}")
-            if time.monotonic() >= deadline:
-                return BootstrapResult(True, False, f"zellij session {server} did not come up within {ctx.wait:g} s")
-            time.sleep(POLL_INTERVAL)
+            return True if not isinstance(sessions, Failure) and sessions[0].get(server) else None
+
+        if poll_until(up, wait=ctx.wait, interval=POLL_INTERVAL):
+            return BootstrapResult(not already, True, f"started zellij session {server}")
+        return BootstrapResult(True, False, f"zellij session {server} did not come up within {ctx.wait:g} s")
 
     def spawn(self, server: str, request: SpawnRequest, ctx: CallContext) -> SpawnResult:
         # A new pane titled NAME runs argv directly (zellij run, documented for 0.44+); the pane inherits the
@@ -213,18 +212,16 @@ class ZellijBackend:
     def _watch(self, server: str, name: str, ctx: CallContext) -> dict[str, Any] | None:
         """The newest pane titled `name` (the one just made: ids only grow) when its program ended within
         EXIT_WINDOW; None while it runs, or when zellij could not tell (the core's listing decides then)."""
-        deadline = time.monotonic() + EXIT_WINDOW
-        while True:
+        def exited() -> dict[str, Any] | Failure | None:
             panes = self._list_panes(server, ctx, pane_list)
             if isinstance(panes, Failure):
-                return None
+                return panes
             ours = max((p for p in panes if p.get("title") == name and not p.get("is_plugin")
                         and isinstance(p.get("id"), int)), key=lambda p: int(p["id"]), default=None)
-            if ours is not None and ours.get("exited"):
-                return ours
-            if time.monotonic() >= deadline:
-                return None
-            time.sleep(POLL_INTERVAL)
+            return ours if ours is not None and ours.get("exited") else None
+
+        found = poll_until(exited, wait=EXIT_WINDOW, interval=POLL_INTERVAL)
+        return found if isinstance(found, dict) else None
 
     def _close(self, server: str, pane: dict[str, Any], ctx: CallContext) -> CommandResult:
         return self._run(["--session", server, "action", "close-pane", "--pane-id", f"terminal_{pane['id']}"],
