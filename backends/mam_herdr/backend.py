@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from typing import Any
 
 from mam.api import (
@@ -22,6 +21,7 @@ from mam.api import (
     find_for_stop,
     open_log,
     parse_or_failure,
+    poll_until,
     run,
 )
 
@@ -152,20 +152,21 @@ class HerdrBackend:
                                        os_error=None if isinstance(exc, FileNotFoundError) else str(exc))
                 return BootstrapResult(False, False, "herdr could not be started",
                                        failure=Failure(self.name, server, result))
-        deadline = time.monotonic() + ctx.wait
-        while True:
-            running = self._running(server, ctx)
-            if running is True:
+        def settled() -> BootstrapResult | None:
+            if self._running(server, ctx) is True:
                 return BootstrapResult(True, True, f"started herdr session {server}", pid=proc.pid)
             code = proc.poll()
             if code is not None and self._running(server, ctx) is not True:
                 return BootstrapResult(True, False, f"herdr server exited with code {code}; see {ctx.log_path}",
                                        pid=proc.pid)
-            if time.monotonic() >= deadline:
-                proc.terminate()  # do not leave a half-started server behind
-                return BootstrapResult(True, False, f"herdr session {server} did not report running within "
-                                       f"{ctx.wait:g} s; see {ctx.log_path}", pid=proc.pid)
-            time.sleep(POLL_INTERVAL)
+            return None
+
+        outcome = poll_until(settled, wait=ctx.wait, interval=POLL_INTERVAL)
+        if outcome is not None:
+            return outcome
+        proc.terminate()  # do not leave a half-started server behind
+        return BootstrapResult(True, False, f"herdr session {server} did not report running within "
+                               f"{ctx.wait:g} s; see {ctx.log_path}", pid=proc.pid)
 
 
 
