@@ -73,8 +73,23 @@ app = _typer(DESCRIPTION, EPILOG)
 app.callback()(_root)
 
 
+# The root's commands in the order `mam --help` lists them, as they are added (typer would put groups last).
+ORDER: list[str] = []
+
+
 def _add(group: typer.Typer, name: str, run: Any, summary: str, short: str | None = None) -> None:
     group.command(name, help=summary, short_help=short or summary, context_settings=LEAF)(run)
+    if group is app:
+        ORDER.append(name)
+
+
+def _group(name: str, help: str, leaf: str, run: Any, summary: str) -> None:
+    """A group of the root with one command, `mam shim install`; the group alone shows its help."""
+    sub = _typer()
+    sub.callback()(_group_help)
+    _add(sub, leaf, run, summary)
+    app.add_typer(sub, name=name, help=help)
+    ORDER.append(name)
 
 
 _add(app, "status", queries.status, "Every registry row with what its server says about it now. Never starts a "
@@ -98,17 +113,10 @@ _add(app, "exec", agents.exec_,
      "--session/-s) are refused.",
      "Run the backend's own CLI against one server, scrubbed; takes no --json.")
 
-shim = _typer()
-shim.callback()(_group_help)
-_add(shim, "install", tools.shim_install, "Write `herdr`, `tmux` and `zellij` shims; put DIR first on PATH and set "
-                                          "MAM_SERVER to use them.")
-app.add_typer(shim, name="shim", help="Shims that route herdr, tmux and zellij through `mam exec`.")
-
-skills = _typer()
-skills.callback()(_group_help)
-_add(skills, "install", tools.skills_install, "Copy the multi-agent-mux skills (status, monitor, spawn) into a "
-                                              "project.")
-app.add_typer(skills, name="skills", help="Agent skills that drive mam.")
+_group("shim", "Shims that route herdr, tmux and zellij through `mam exec`.", "install", tools.shim_install,
+       "Write `herdr`, `tmux` and `zellij` shims; put DIR first on PATH and set MAM_SERVER to use them.")
+_group("skills", "Agent skills that drive mam.", "install", tools.skills_install,
+       "Copy the multi-agent-mux skills (status, monitor, spawn) into a project.")
 
 _add(app, "demo", tools.demo, "Show mam at work on a private tmux server: spawn, status, drift, reconcile --apply; "
                               "then clean up.")
@@ -119,12 +127,8 @@ _add(app, "env", queries.env, "The environment a server bootstrap would get: wha
 _add(app, "version", queries.version, "Print the version.")
 
 
-ORDER = ("status", "reconcile", "ls", "bootstrap", "spawn", "stop", "forget", "prune", "exec", "shim", "skills",
-         "demo", "backends", "env", "version")
-
-
 def command() -> click.Group:
-    """The click tree typer builds from the app, its commands in the order of ORDER (typer puts groups last)."""
+    """The click tree typer builds from the app, its commands in the order they were added."""
     group = typer.main.get_command(app)
     assert isinstance(group, click.Group)
     group.commands = {name: group.commands[name] for name in ORDER}
