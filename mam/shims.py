@@ -25,23 +25,24 @@ def is_shim(program: str) -> bool:
     real = Path(program).resolve()
     if (real.parent / SHIM_MARKER).exists():
         return True
-    try:
-        with open(real, "rb") as f:
-            return SHIM_SIGNATURE in f.read(4096)  # its second line, after a shebang of any length
-    except OSError:
-        return False
+    return SHIM_SIGNATURE in _head(str(real), 4096)  # its second line, after a shebang of any length
 
 
 def is_native_binary(program: str) -> bool:
     """An ELF binary (the real tmux, herdr or zellij), which never runs a shim itself; a script may."""
+    return _head(program, 4) == b"\x7fELF"
+
+
+def _head(program: str, size: int) -> bytes:
+    """The first bytes of `program` (fewer where a read returns less), b"" where it cannot be read."""
     try:
         fd = os.open(program, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO on PATH must not block
     except OSError:
-        return False
+        return b""
     try:
-        return os.read(fd, 4) == b"\x7fELF"
+        return os.read(fd, size)
     except OSError:
-        return False
+        return b""
     finally:
         os.close(fd)
 

@@ -13,6 +13,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -473,3 +474,16 @@ def test_the_tmux_shim_refuses_a_shell_command(ws: Workspace, tmux: Tmux, two_se
     proc = subprocess.run(["tmux", "new-session", "-d", "-s", "w", "-c", "/"], env=env, capture_output=True,
                           text=True, timeout=60, cwd=ws.root, stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_a_fifo_on_path_never_blocks_the_shim_checks(ws: Workspace, tmp_path: Path) -> None:
+    # An executable FIFO named like the backend: opened for reading without O_NONBLOCK, it blocks until a
+    # writer comes, and `mam exec` would hang before it could say anything.
+    fifo = tmp_path / "tmux"
+    os.mkfifo(fifo)
+    fifo.chmod(0o755)
+    check = "from mam.shims import is_native_binary, is_shim; import sys; print(is_shim(sys.argv[1]), " \
+            "is_native_binary(sys.argv[1]))"
+    proc = subprocess.run([sys.executable, "-c", check, str(fifo)], env=ws.env, capture_output=True, text=True,
+                          timeout=20, cwd=ws.root, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0 and proc.stdout.split() == ["False", "False"], proc.stderr
