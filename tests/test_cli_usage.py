@@ -65,3 +65,13 @@ def test_a_global_option_after_the_command_says_where_it_goes(ws: Workspace) -> 
     assert proc.stderr.splitlines() == ["mam: No such option of mam status: --backend",
                                         "hint: --backend is mam's own option: put it before the command, "
                                         "`mam --backend ... status`"]
+
+
+def test_shim_install_prints_a_hostile_dir_inert(ws: Workspace) -> None:
+    folder = ws.root / "a\x1b[2Jb$(touch pwned)"
+    proc = ws.mam("shim", "install", "--dir", str(folder))
+    assert proc.returncode == 0, proc.stderr
+    assert "\x1b" not in proc.stdout + proc.stderr
+    assert len(proc.stdout.splitlines()) == 3
+    assert proc.stderr.splitlines()[-1].startswith("use them with: export PATH='")
+    assert json.loads(ws.mam("shim", "install", "--json", "--dir", str(folder)).stdout)["dir"] == str(folder)

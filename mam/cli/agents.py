@@ -73,10 +73,12 @@ def stop(ctx: typer.Context,
 
 
 def _removed_text(doc: dict[str, Any]) -> str:
+    from mam.render import visible
+
     verb = "would forget" if doc["dry_run"] else "forgot"
     if not doc["removed"]:
-        return f"nothing to remove from {doc['registry']}"
-    return "\n".join(f"{verb} {e['name']} ({e['backend']} server {e['server']}, {e['status']})"
+        return visible(f"nothing to remove from {doc['registry']}")
+    return "\n".join(visible(f"{verb} {e['name']} ({e['backend']} server {e['server']}, {e['status']})")
                      for e in doc["removed"])
 
 

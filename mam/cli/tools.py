@@ -1,5 +1,6 @@
 """The commands that set mam up or show it: shim install, skills install, demo."""
 
+import shlex
 import sys
 from typing import Annotated, Any
 
@@ -16,12 +17,16 @@ def shim_install(ctx: typer.Context,
     call = begin(ctx, as_json)
     from pathlib import Path
 
+    from mam.render import visible
     from mam.shims import install_shims
 
     target = Path(folder) if folder else call.open().workspace.dot_mam / "shim"
     shims = [str(path) for path in install_shims(target)]
-    emit({"schema": 1, "dir": str(target.resolve()), "shims": shims}, call.json, "\n".join(shims))
-    print(f'use them with: export PATH="{target.resolve()}:$PATH" MAM_SERVER=NAME', file=sys.stderr)
+    where = str(target.resolve())
+    emit({"schema": 1, "dir": where, "shims": shims}, call.json, "\n".join(map(visible, shims)))
+    # A line to paste into a shell: a DIR with $(...), quotes or backquotes is single-quoted, never expanded.
+    path = f'"{where}:$PATH"' if shlex.quote(where) == where else f'{shlex.quote(where)}:"$PATH"'
+    print(visible(f"use them with: export PATH={path} MAM_SERVER=NAME"), file=sys.stderr)
     return 0
 
 
@@ -36,11 +41,12 @@ def skills_install(ctx: typer.Context,
     call = begin(ctx, as_json)
     from pathlib import Path
 
+    from mam.render import visible
     from mam.skills import DEFAULT_DEST, install_skills
 
     target = Path(dest) if dest else call.open().workspace.root / DEFAULT_DEST
     skills = [str(path) for path in install_skills(target, force=force)]
-    emit({"schema": 1, "dest": str(target.resolve()), "skills": skills}, call.json, "\n".join(skills))
+    emit({"schema": 1, "dest": str(target.resolve()), "skills": skills}, call.json, "\n".join(map(visible, skills)))
     return 0
 
 
