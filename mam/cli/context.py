@@ -50,14 +50,19 @@ def no_json(path: str) -> MamError:
                     hint=f"run '{path} --help'")
 
 
+def _refuse_trailing(state: State) -> None:
+    if state.trailing:
+        raise MamError("usage", "only spawn and exec take arguments after --", hint="run 'mam --help'")
+
+
 def begin(ctx: click.Context, as_json: bool | None, takes_trailing: bool = False) -> Call:
     """The checks of every command, after click has parsed it and before anything runs, in this order: a stray
     word, words after `--` for a command that takes none, `mam --json` for a command without --json (None)."""
     state = ctx.ensure_object(State)
     if ctx.args:
         raise MamError("usage", f"unexpected argument {ctx.args[0]!r}", hint=f"run '{ctx.command_path} --help'")
-    if state.trailing and not takes_trailing:
-        raise MamError("usage", "only spawn and exec take arguments after --", hint="run 'mam --help'")
+    if not takes_trailing:
+        _refuse_trailing(state)
     if as_json is None and state.json:
         raise no_json(ctx.command_path)
     return Call(state.backend, state.workspace, bool(as_json) or state.json, state.trailing)
@@ -66,8 +71,7 @@ def begin(ctx: click.Context, as_json: bool | None, takes_trailing: bool = False
 def show_help(ctx: click.Context) -> int:
     """`mam`, `mam shim` and `mam skills` alone print their help (exit 0); with --json that is no document."""
     state = ctx.ensure_object(State)
-    if state.trailing:
-        raise MamError("usage", "only spawn and exec take arguments after --", hint="run 'mam --help'")
+    _refuse_trailing(state)
     if state.json:
         raise MamError("usage", f"{ctx.command_path} alone prints its help, not a JSON document",
                        hint=f"run '{ctx.command_path} --help'")
