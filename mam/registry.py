@@ -20,7 +20,7 @@ from typing import Any
 from mam import registry_text
 from mam.errors import MamError
 from mam.names import NAME_PATTERN
-from mam.safefile import lock_within, read_regular
+from mam.safefile import lock_within, read_text
 
 ACTIVE_STATUSES = frozenset({"starting", "running"})
 SESSIONS = "sessions"
@@ -175,38 +175,19 @@ def parse(text: str, path: Path, default_backend: str) -> tuple[dict[str, Any], 
     """Parse and validate registry text; raise `invalid_registry` naming the file and line."""
     from mam import yamlio  # only for files not in the form mam writes (mam/registry_text.py)
 
-    try:
-        document = yamlio.load(text)
-    except yamlio.YAMLError as exc:
-        line = yamlio.error_line(exc)
-        raise MamError("invalid_registry", f"{path}{f':{line}' if line else ''}: {yamlio.error_message(exc)}",
-                       hint=_HAND_FIX) from None
+    document = yamlio.load_or_refuse(text, path, "invalid_registry", _HAND_FIX)
     try:
         return _validate(document, default_backend)
     except _Invalid as err:
-        line = _line_of(text, err)
-        raise MamError("invalid_registry", f"{path}{f':{line}' if line else ''}: {yamlio.cap(err.message)}",
-                       hint=_HAND_FIX) from None
-
-
-def _read_text(path: Path, shown: Path) -> str | None:
-    """The file's text, or None when there is none. Only a regular file is read: a FIFO would block."""
-    data = read_regular(path, shown, MAX_REGISTRY_BYTES, "invalid_registry", _HAND_FIX)
-    if data is None:
-        return None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise MamError("invalid_registry", f"{shown}:{line}: not UTF-8 text (byte 0x{data[exc.start]:02x})",
-                       hint=_HAND_FIX) from None
+        raise yamlio.refusal("invalid_registry", path, _line_of(text, err), err.message, _HAND_FIX) from None
 
 
 def _read(path: Path, default_backend: str, shown: Path | None = None) -> tuple[dict[str, Any], tuple[Row, ...]] | None:
     """The validated document, or None when there is no file. Messages name `shown` (the path the user
     knows) when mam reads it through the link's target."""
     shown = shown or path
-    text = _read_text(path, shown)
+    # Only a regular file is read: a FIFO would block.
+    text = read_text(path, shown, MAX_REGISTRY_BYTES, "invalid_registry", _HAND_FIX)
     if text is None:
         return None
     document = registry_text.fast_load(text)  # a file as mam writes it, without the YAML parser

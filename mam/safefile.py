@@ -40,6 +40,18 @@ def read_regular(path: Path, shown: Path, limit: int, kind: str, hint: str | Non
     return data
 
 
+def read_text(path: Path, shown: Path, limit: int, kind: str, hint: str | None = None) -> str | None:
+    """`read_regular`, decoded as UTF-8; a file that is not is refused naming its line and the byte."""
+    data = read_regular(path, shown, limit, kind, hint)
+    if data is None:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise MamError(kind, f"{shown}:{line}: not UTF-8 text (byte 0x{data[exc.start]:02x})", hint=hint) from None
+
+
 def lock_within(fd: int, timeout: float) -> bool:
     """Take an exclusive flock on `fd`, waiting at most `timeout` seconds: False when another holder kept it.
     A lock held by a dead process is released by the kernel; any other failure raises OSError."""

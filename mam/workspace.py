@@ -10,7 +10,7 @@ from pathlib import Path
 
 from mam.errors import MamError
 from mam.names import is_valid_name
-from mam.safefile import read_regular
+from mam.safefile import read_text
 
 DEFAULT_BACKEND = "herdr"
 # First match wins (docs/cli.md).
@@ -129,29 +129,17 @@ def _config(data: object, path: Path) -> Config:
 def load_config(root: Path) -> Config:
     """`.mam/config.yaml`, validated: anything mam would not use is refused with its line, never ignored."""
     path = root / ".mam" / "config.yaml"
-    data = read_regular(path, path, MAX_CONFIG_BYTES, "invalid_config", _CONFIG_HINT)
-    if data is None:
+    text = read_text(path, path, MAX_CONFIG_BYTES, "invalid_config", _CONFIG_HINT)
+    if text is None:
         return Config(path)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        bad_line = data.count(b"\n", 0, exc.start) + 1
-        raise MamError("invalid_config", f"{path}:{bad_line}: not UTF-8 text (byte 0x{data[exc.start]:02x})",
-                       hint=_CONFIG_HINT) from None
     from mam import yamlio
 
-    try:
-        document = yamlio.load(text)
-    except yamlio.YAMLError as exc:
-        line = yamlio.error_line(exc)
-        raise MamError("invalid_config", f"{path}{f':{line}' if line else ''}: {yamlio.error_message(exc)}",
-                       hint=_CONFIG_HINT) from None
+    document = yamlio.load_or_refuse(text, path, "invalid_config", _CONFIG_HINT)
     try:
         return _config(document, path)
     except _ConfigError as err:
         line = yamlio.line_of(text, err.where, at_key=err.at_key)
-        raise MamError("invalid_config", f"{path}{f':{line}' if line else ''}: {yamlio.cap(err.message)}",
-                       hint=_CONFIG_HINT) from None
+        raise yamlio.refusal("invalid_config", path, line, err.message, _CONFIG_HINT) from None
 
 
 def open_workspace(explicit: str | None = None, env: Mapping[str, str] | None = None,

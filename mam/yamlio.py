@@ -19,6 +19,8 @@ from typing import Any
 import yaml
 from yaml.events import AliasEvent, CollectionEndEvent, CollectionStartEvent, NodeEvent
 
+from mam.errors import MamError
+
 try:  # the C implementations are several times faster; fall back to pure Python where libyaml is missing
     from yaml import CSafeDumper as _BaseDumper
     from yaml import CSafeLoader as _BaseLoader
@@ -139,6 +141,19 @@ def error_message(exc: yaml.YAMLError) -> str:
     if isinstance(exc, Refused):
         return cap(str(exc.problem))
     return cap(f"not valid YAML: {getattr(exc, 'problem', None) or 'cannot parse'}")
+
+
+def refusal(kind: str, path: Any, line: int | None, message: str, hint: str | None = None) -> MamError:
+    """The one-line error for a file mam refuses: `path:line: message`, the message capped."""
+    return MamError(kind, f"{path}{f':{line}' if line else ''}: {cap(message)}", hint=hint)
+
+
+def load_or_refuse(text: str, path: Any, kind: str, hint: str | None = None) -> Any:
+    """`load`, a YAML error raised as a MamError of `kind` naming `path` and the line."""
+    try:
+        return load(text)
+    except YAMLError as exc:
+        raise refusal(kind, path, error_line(exc), error_message(exc), hint) from None
 
 
 def line_of(text: str, path: Sequence[str | int], at_key: bool = False) -> int | None:
