@@ -89,7 +89,8 @@ def unanswered(app: App, doc: Mapping[str, Any]) -> tuple[list[str], bool]:
         if error.get("kind") == "not_installed":
             missing.setdefault(server["backend"], error.get("message", ""))
     explicit = doc.get("backend")
-    if explicit is not None and explicit not in missing:
+    # A server of it that was asked has already shown whether its binary runs: look it up only when none was.
+    if explicit is not None and all(s["backend"] != explicit for s in doc["servers"]):
         spec = app.plugins.spec(explicit)
         import shutil
 
