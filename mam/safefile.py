@@ -6,6 +6,7 @@ runs out; each is refused in one line naming the file instead, and its bytes are
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
@@ -52,10 +53,30 @@ def read_text(path: Path, shown: Path, limit: int, kind: str, hint: str | None =
         raise MamError(kind, f"{shown}:{line}: not UTF-8 text (byte 0x{data[exc.start]:02x})", hint=hint) from None
 
 
+def open_unfollowed(path: Path, flags: int, mode: int, folder: str, what: str, hint: str | None = None) -> int:
+    """`os.open` of `path` with neither its folder nor the file itself followed when a symbolic link was planted
+    in its place: refused instead, as operation_failed naming `folder` (say "logs folder") or `what` ("log")."""
+    try:
+        dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR) and path.parent.is_symlink():
+            raise MamError("operation_failed", f"{path.parent}: the {folder} is a symbolic link: refusing to "
+                           "follow it", hint=hint) from None
+        raise MamError("operation_failed", f"{path.parent}: cannot open the {folder}: {exc.strerror}") from None
+    try:
+        return os.open(path.name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise MamError("operation_failed", f"{path}: the {what} is a symbolic link: refusing to follow it",
+                           hint=hint) from None
+        raise MamError("operation_failed", f"{path}: cannot open the {what}: {exc.strerror}") from None
+    finally:
+        os.close(dir_fd)
+
+
 def lock_within(fd: int, timeout: float) -> bool:
     """Take an exclusive flock on `fd`, waiting at most `timeout` seconds: False when another holder kept it.
     A lock held by a dead process is released by the kernel; any other failure raises OSError."""
-    import errno
     import fcntl
     import time
 
