@@ -22,12 +22,20 @@ _EXIT_BY_CODE = {
 }
 
 
+MAX_MESSAGE = 1000  # whatever a message quotes (a name, a path, a backend's stderr), it stays a readable line
+
+
+def _bounded(text: str) -> str:
+    return text if len(text) <= MAX_MESSAGE else text[:MAX_MESSAGE - 3] + "..."
+
+
 class MamError(Exception):
     """A failure the user can act on: a stable `code`, a one-line message and an optional hint."""
 
     def __init__(self, code: str, message: str, hint: str | None = None) -> None:
         if code not in _EXIT_BY_CODE:
             raise ValueError(f"unknown error code {code!r}")
+        message, hint = _bounded(message), None if hint is None else _bounded(hint)
         super().__init__(message)
         self.code = code
         self.message = message

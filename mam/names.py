@@ -14,11 +14,16 @@ def is_valid_name(name: object) -> bool:
     return isinstance(name, str) and NAME_PATTERN.fullmatch(name) is not None
 
 
+def shown(value: str, limit: int = 80) -> str:
+    """A value for a message: quoted (so no newline of it ends the line) and at most `limit` characters of it."""
+    return repr(value) if len(value) <= limit else repr(value[:limit]) + "..."
+
+
 def check_name(name: str, what: str = "name") -> str:
     """Return `name` unchanged, or raise `invalid_name` before anything reaches a backend."""
     if not is_valid_name(name):
         raise MamError(
             "invalid_name",
-            f"invalid {what} {name!r}: use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit",
+            f"invalid {what} {shown(name)}: use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit",
         )
     return name

@@ -75,3 +75,12 @@ def test_shim_install_prints_a_hostile_dir_inert(ws: Workspace) -> None:
     assert len(proc.stdout.splitlines()) == 3
     assert proc.stderr.splitlines()[-1].startswith("use them with: export PATH='")
     assert json.loads(ws.mam("shim", "install", "--json", "--dir", str(folder)).stdout)["dir"] == str(folder)
+
+
+def test_a_huge_bad_name_gives_a_bounded_message(ws: Workspace) -> None:
+    proc = ws.mam("stop", "a;" + "x" * 5000, "--json")
+    assert proc.returncode == 2
+    line = proc.stderr.splitlines()[0]
+    assert line.startswith("mam: invalid agent name 'a;xxx") and len(line) < 300, len(line)
+    proc = ws.mam("status", "--" + "y" * 5000)  # what no validator shortens, the error itself bounds
+    assert proc.returncode == 2 and len(proc.stderr.splitlines()[0]) <= 1005
