@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import copy
 import errno
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from mam.errors import MamError
 from mam.model import BootstrapContext, BootstrapResult, ErrorKind, ServerOutcome, ServerState
 from mam.names import check_name
 from mam.query import query_server
-from mam.registry import Registry, Row
+from mam.registry import Registry, Row, RowKey
 from mam.safefile import lock_within
 from mam.status import call_context
 
@@ -148,3 +149,15 @@ def rows_named(app: App, reg: Registry, name: str, server: str | None) -> list[R
         raise MamError("usage", f"{name} is registered on several servers ({where})",
                        hint="pass --backend NAME and --server NAME" if several_backends else "pass --server NAME")
     return rows
+
+
+def snapshot(row: Row) -> dict[str, Any]:
+    """The row as it was read, for `unchanged_rows` to compare the re-read registry against."""
+    return copy.deepcopy(row.raw)
+
+
+def unchanged_rows(rows: tuple[Row, ...], seen: Mapping[RowKey, Mapping[str, Any]]) -> list[Row]:
+    """Those of the freshly re-read `rows` (under the registry lock) that are still exactly as `seen` (their
+    snapshots, by key): a row another command rewrote meanwhile (a re-spawn, a stop, a reconcile, a hand edit)
+    is theirs, and a write planned on the old one leaves it alone."""
+    return [row for row in rows if row.key in seen and row.raw == seen[row.key]]

@@ -12,7 +12,7 @@ from typing import Any
 
 from mam import registry
 from mam.app import App
-from mam.commands import rows_named
+from mam.commands import rows_named, snapshot, unchanged_rows
 from mam.errors import MamError
 from mam.names import check_name
 from mam.registry import ACTIVE_STATUSES, Row
@@ -28,14 +28,13 @@ def _entry(row: Row) -> dict[str, Any]:
 
 def _remove(rows: Sequence[Row], dry_run: bool, app: App) -> dict[str, Any]:
     """Drop exactly these rows, if each is still the row that was chosen (same mapping) under the lock."""
-    keys = {row.key: dict(row.raw) for row in rows}
+    seen = {row.key: snapshot(row) for row in rows}
     removed: list[dict[str, Any]] = []
 
     def change(document: dict[str, Any], fresh: tuple[Row, ...]) -> bool:
-        for row in fresh:
-            if keys.get(row.key) == row.raw:  # unchanged since it was chosen: another writer may have acted
-                document[row.list_key] = [r for r in document[row.list_key] if r is not row.raw]
-                removed.append(_entry(row))
+        for row in unchanged_rows(fresh, seen):  # a row another writer changed since it was chosen stays
+            document[row.list_key] = [r for r in document[row.list_key] if r is not row.raw]
+            removed.append(_entry(row))
         return bool(removed)
 
     path = app.workspace.registry_path

@@ -5,7 +5,6 @@ Backend-agnostic: the backend is reached through the spawn and stop hooks only.
 
 from __future__ import annotations
 
-import copy
 import os
 import secrets
 import shlex
@@ -17,7 +16,7 @@ from typing import Any
 
 from mam import registry
 from mam.app import App
-from mam.commands import require_binary, rows_named, start_server
+from mam.commands import require_binary, rows_named, snapshot, start_server, unchanged_rows
 from mam.defaults import optional_operation
 from mam.errors import MamError
 from mam.model import Agent, BackendSpec, CallContext, Failure, ServerOutcome, ServerState, SpawnRequest
@@ -155,15 +154,13 @@ def may_have_started(failure: Failure | None) -> bool:
 def _if_unchanged(seen: Row, fields: dict[str, Any], written: list[bool]) -> registry.Change:
     """Update the row `seen` only while it is still exactly as it was read: a row another command rewrote
     meanwhile (a re-spawn, a reconcile) is theirs."""
-    before = copy.deepcopy(seen.raw)
+    before = {seen.key: snapshot(seen)}
 
     def change(document: dict[str, Any], rows: tuple[Row, ...]) -> bool:
-        row = next((r for r in rows if r.key == seen.key), None)
-        if row is None or row.raw != before:
-            return False
-        row.raw.update(fields)
-        written.append(True)
-        return True
+        for row in unchanged_rows(rows, before):
+            row.raw.update(fields)
+            written.append(True)
+        return bool(written)
 
     return change
 

@@ -5,17 +5,17 @@ Rows whose server is `unknown` get no drift, ever: an unanswered question is not
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from mam import registry
 from mam.app import App
+from mam.commands import snapshot, unchanged_rows
 from mam.model import Agent, ServerOutcome, ServerState
 from mam.names import is_valid_name
 from mam.query import ServerKey
-from mam.registry import Row
+from mam.registry import Row, RowKey
 from mam.status import live_agent, outcomes_for, resolve_explicit_backend
 
 
@@ -42,6 +42,10 @@ class Drift:
         return doc
 
     @property
+    def key(self) -> RowKey:
+        return (self.backend, self.server, self.name or "")
+
+    @property
     def sort_key(self) -> tuple[str, str, str, str]:
         return (self.cls, self.backend, self.server, self.name or "")
 
@@ -60,10 +64,10 @@ def find_drifts(rows: list[Row], outcomes: Mapping[ServerKey, ServerOutcome], ad
         live, _ = live_agent(row, outcome)
         if live == "absent" and row.active:
             drifts.append(Drift("A", row.name, row.backend, row.server, row.status, live, "mark_terminated",
-                                reason=_absence_reason(row, outcome), seen=copy.deepcopy(row.raw)))
+                                reason=_absence_reason(row, outcome), seen=snapshot(row)))
         elif live == "alive" and not row.active:
             drifts.append(Drift("C", row.name, row.backend, row.server, row.status, live, "mark_running",
-                                seen=copy.deepcopy(row.raw)))
+                                seen=snapshot(row)))
     for (backend, server), outcome in outcomes.items():
         for agent in outcome.agents:
             if agent.name is not None and (backend, server, agent.name) in registered:
@@ -80,22 +84,24 @@ def make_change(drifts: list[Drift], written: list[Drift]) -> registry.Change:
     The listing the plan rests on is older than this re-read: a row that changed meanwhile in any way (a
     re-spawn, a stop, a hand edit) is no longer the row that listing was about, and is left alone."""
 
+    seen = {d.key: d.seen for d in drifts if d.seen is not None}
+
     def change(document: dict[str, Any], rows: tuple[Row, ...]) -> bool:
-        by_key = {r.key: r for r in rows}
+        registered = {r.key for r in rows}
+        unchanged = {r.key: r for r in unchanged_rows(rows, seen)}
         now = registry.timestamp()
         for drift in drifts:
-            key = (drift.backend, drift.server, drift.name or "")
-            row = by_key.get(key)
-            unchanged = row is not None and row.raw == drift.seen
-            if drift.cls == "A" and row is not None and unchanged:
+            row = unchanged.get(drift.key)
+            if drift.cls == "A" and row is not None:
                 row.raw["status"] = "terminated"
                 row.raw["terminated_at"] = now
                 row.raw["terminated_reason"] = drift.reason
                 written.append(drift)
-            elif drift.cls == "C" and row is not None and unchanged:
+            elif drift.cls == "C" and row is not None:
                 row.raw["status"] = "running"
                 written.append(drift)
-            elif drift.cls == "B" and drift.action == "adopt" and row is None and drift.agent is not None:
+            elif (drift.cls == "B" and drift.action == "adopt" and drift.key not in registered
+                  and drift.agent is not None):
                 sessions = document.get(registry.SESSIONS)
                 if sessions is None:
                     sessions = document[registry.SESSIONS] = []
