@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import errno
 import os
 import shutil
 from collections.abc import Iterator, Mapping
@@ -17,7 +16,7 @@ from mam.model import BootstrapContext, BootstrapResult, ErrorKind, ServerOutcom
 from mam.names import check_name
 from mam.query import query_server
 from mam.registry import Registry, Row, RowKey
-from mam.safefile import lock_within
+from mam.safefile import lock_within, open_unfollowed
 from mam.status import call_context
 
 
@@ -43,21 +42,15 @@ def server_lock(app: App, server: str) -> Iterator[None]:
     (Names never hold '/'; a backend and server pair that reads the same joined by '-' only shares a lock.)"""
     locks = app.workspace.dot_mam / "locks"
     path = locks / f"{app.backend_name}-{server}.lock"
+    hint = "remove it: mam creates its locks itself"
     try:
         locks.mkdir(parents=True, exist_ok=True)
-        # O_NOFOLLOW on the folder and the file: a link planted in place of either is refused, never followed
-        dir_fd = os.open(locks, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as exc:
-        if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EEXIST) and locks.is_symlink():
+        if locks.is_symlink():  # a dangling link: mkdir says it exists
             raise MamError("operation_failed", f"{locks}: the locks folder is a symbolic link: refusing to follow "
-                           "it", hint="remove it: mam creates its locks itself") from None
-        raise MamError("operation_failed", f"{locks}: cannot open the locks folder: {exc.strerror or exc}") from None
-    try:
-        fd = os.open(path.name, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
-    except OSError as exc:
-        raise MamError("operation_failed", f"{path}: cannot open the server lock: {exc.strerror or exc}") from None
-    finally:
-        os.close(dir_fd)
+                           "it", hint=hint) from None
+        raise MamError("operation_failed", f"{locks}: cannot create the locks folder: {exc.strerror or exc}") from None
+    fd = open_unfollowed(path, os.O_RDWR | os.O_CREAT, 0o600, "locks folder", "server lock", hint)
     try:
         # Long enough for one holder's whole bootstrap: its probe, its start call and its wait to come up.
         try:
