@@ -112,14 +112,14 @@ def servers_table(servers: Sequence[dict[str, Any]]) -> str:
 
 
 def status_text(doc: dict[str, Any]) -> str:
-    parts = [f"workspace {doc['workspace']}"]
+    parts = [f"workspace {visible(doc['workspace'])}"]  # a directory's name may hold escape sequences
     if doc["sessions"]:
         rows = [(s["name"], s["backend"], s["server"], s["status"], s["live"], s["agent"], s["pane_id"], s["cwd"])
                 for s in doc["sessions"]]
         parts.append(table(("NAME", "BACKEND", "SERVER", "STATUS", "LIVE", "AGENT", "PANE", "CWD"), rows,
                            colour_columns=(4,)))
     else:
-        parts.append(f"no agents registered in {doc['registry']}")
+        parts.append(f"no agents registered in {visible(doc['registry'])}")
     if doc["servers"]:
         parts.append("")
         parts.append(servers_table(doc["servers"]))
@@ -135,7 +135,7 @@ DRIFT_MEANING = {
 
 
 def reconcile_text(doc: dict[str, Any]) -> str:
-    parts = [f"workspace {doc['workspace']}"]
+    parts = [f"workspace {visible(doc['workspace'])}"]  # a directory's name may hold escape sequences
     if doc["servers"]:
         parts.append(servers_table(doc["servers"]))
     if doc["drifts"]:
@@ -160,7 +160,7 @@ def reconcile_text(doc: dict[str, Any]) -> str:
         return "\n".join(parts)
     written = doc["written"]
     if written:  # only what really reached the file is called applied
-        parts.append(f"fixes applied to {doc['registry']} ({written} row{'s' if written != 1 else ''})")
+        parts.append(f"fixes applied to {visible(doc['registry'])} ({written} row{'s' if written != 1 else ''})")
     if fixes > written:
         parts.append(f"left {fixes - written} row{'s' if fixes - written != 1 else ''} alone: changed since "
                      "the servers were asked; run `mam reconcile` again")

@@ -102,3 +102,15 @@ def test_tables_never_cut_names_states_or_actions(ws: Workspace) -> None:
         out = ws.mam(*args, env=env).stdout
         assert "a-rather-long-agent-name" in out and "running" in out, out
     assert "mark_terminated" in ws.mam("reconcile", env=env).stdout
+
+
+def test_a_workspace_path_with_escape_sequences_prints_inert() -> None:
+    from mam.render import reconcile_text, status_text
+
+    evil = "/tmp/a\x1b]2;pwned\x07\nb"
+    status = status_text({"workspace": evil, "registry": evil + "/.mam/registry.yaml", "sessions": [],
+                          "servers": []})
+    reconcile = reconcile_text({"workspace": evil, "registry": evil + "/r.yaml", "servers": [], "drifts": [],
+                                "confirmed": True, "unconfirmed": [], "applied": True, "written": 1})
+    for text in (status, reconcile):
+        assert "\x1b" not in text and "\x07" not in text and "\\x1b]2;pwned\\x07\\nb" in text
