@@ -1,0 +1,127 @@
+"""Reading an agent's state from the visible text of its pane, with the rules of the kind library.
+
+The text is hostile: it is whatever the agent (or anything it ran) drew. It is only matched, never run, and
+the one line a verdict quotes is cut and cleaned of control characters before anyone prints it.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+
+from mam.kinds.library import RULE_STATES, Library, Rule
+
+MAX_TEXT = 256 * 1024  # a screen is a few kilobytes; only the end of anything larger is read
+MAX_LINE = 1000  # a line is cut before matching, so no rule scans an unbounded line
+MAX_QUOTE = 200
+GENERIC = "generic"
+
+# OSC, DCS, SOS, PM and APC strings up to their terminator (BEL or ESC \), or to the end when unterminated;
+# then CSI sequences; then the other two- and three-byte escapes (charset selection, keypad modes).
+_ESCAPES = re.compile(
+    r"\x1b[\]PX^_][^\x07\x1b]*(?:\x07|\x1b\\|$)"
+    r"|\x1b\[[0-?]*[ -/]*[@-~]"
+    r"|\x1b[ -/]*[0-~]"
+    r"|[\x9b][0-?]*[ -/]*[@-~]|[\x9d\x90\x98\x9e\x9f][^\x07\x1b\x9c]*(?:\x07|\x9c|\x1b\\|$)"
+)
+# Controls and format characters (bidi overrides, zero-width joiners), line and paragraph separators, lone
+# surrogates: a terminal draws none of them as a character of its own.
+_INVISIBLE = ("Cc", "Cf", "Zl", "Zp", "Cs")
+
+
+# Erase in line (CSI K, 0K, 2K) is kept, as one of these two characters, for `_overwrite` to apply: a TUI
+# redraws a line with "\r", the erase and the new text, and a longer old text must not show through.
+_ERASE_END, _ERASE_LINE = "\x00", "\x01"
+
+
+def _erase_or_nothing(match: re.Match[str]) -> str:
+    escape = match.group()
+    if escape in ("\x1b[K", "\x1b[0K"):
+        return _ERASE_END
+    return _ERASE_LINE if escape == "\x1b[2K" else ""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    state: str  # working, blocked, idle or unknown
+    rule: str | None  # the id of the rule that matched
+    line: str | None  # the screen line it matched, cut and cleaned
+
+    def as_json(self) -> dict[str, str | None]:
+        return {"rule": self.rule, "line": self.line}
+
+
+UNKNOWN = Verdict("unknown", None, None)
+
+
+def screen_lines(text: str) -> list[str]:
+    """The lines a terminal would show for `text`: escapes stripped, each `\\r` returning to the start of its
+    line and each backspace stepping back (later characters overwrite), erase-in-line applied, trailing blank
+    lines dropped. Cursor movement is not followed: `text` should be a rendered screen (tmux capture-pane,
+    with or without -e), not a raw output stream."""
+    text = text[-MAX_TEXT:].replace(_ERASE_END, "").replace(_ERASE_LINE, "")
+    text = _ESCAPES.sub(_erase_or_nothing, text)
+    lines = [_overwrite(raw) for raw in text.split("\n")]
+    while lines and not lines[-1]:
+        lines.pop()
+    return lines
+
+
+def _overwrite(raw: str) -> str:
+    if raw.isprintable():
+        return raw.rstrip()
+    cells: list[str] = []
+    at = 0
+    for ch in raw:
+        if ch == "\r":
+            at = 0
+        elif ch == "\b":
+            at = max(0, at - 1)
+        elif ch == _ERASE_END:
+            del cells[at:]
+        elif ch == _ERASE_LINE:
+            cells = [" "] * min(at, len(cells))
+        elif ch == "\t" or unicodedata.category(ch) not in _INVISIBLE:
+            ch = " " if ch == "\t" or unicodedata.category(ch) == "Zs" else ch
+            if at < len(cells):
+                cells[at] = ch
+            else:
+                cells.append(ch)
+            at += 1
+        # any other control character draws nothing
+    return "".join(cells).rstrip()
+
+
+def classify_screen(library: Library, kind: str | None, text: str) -> Verdict:
+    """The state `text` (a pane's visible screen) shows for an agent of `kind`: the first rule that matches, in
+    rank order blocked, working, idle, each rule reading only the last `lines` non-empty lines. A kind the
+    library does not know is read with the `generic` rules. No match is `unknown`: mam never guesses."""
+    entry = library.kinds.get(kind) if kind else None
+    if entry is None:
+        entry = library.kinds.get(GENERIC)
+    if entry is None or not entry.rules:
+        return UNKNOWN
+    filled = [line[:MAX_LINE] for line in screen_lines(text) if line.strip()]
+    for state in RULE_STATES:
+        for rule in entry.rules:
+            if rule.state == state:
+                line = _match(rule, filled)
+                if line is not None:
+                    return Verdict(state, rule.id, quote(line))
+    return UNKNOWN
+
+
+def _match(rule: Rule, filled: list[str]) -> str | None:
+    """The lowest line of the rule's window that matches: the one nearest the live bottom."""
+    for line in reversed(filled[-rule.lines:]):
+        if rule.regex.search(line):
+            return line
+    return None
+
+
+def quote(line: str) -> str:
+    """`line` safe to print: control and format characters (bidi overrides, zero-width) removed, spaces at the
+    ends trimmed, at most MAX_QUOTE characters."""
+    kept = "".join(ch for ch in line if unicodedata.category(ch) not in _INVISIBLE)
+    return kept.strip()[:MAX_QUOTE]

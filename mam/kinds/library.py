@@ -1,0 +1,360 @@
+"""The agent-kind library: the shipped `agents.yaml` plus a workspace's `.mam/states.yaml`, validated.
+
+Both files have one format (docs/states.md). Anything mam would not use is refused with its file and line,
+never ignored: a misspelled key or a regex that does not compile must not silently drop a rule.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mam.errors import MamError
+
+RULE_STATES = ("blocked", "working", "idle")  # in rank order: the first state whose rule matches wins
+MAX_LINES = 200
+MAX_FILE_BYTES = 1 << 20
+MAX_PATTERN = 1000
+TOP_KEYS = ("schema", "kinds")
+KIND_KEYS = ("programs", "session_options", "resume", "rules")
+RULE_KEYS = ("id", "state", "pattern", "lines")
+_KIND_NAME = re.compile(r"[a-z][a-z0-9_-]{0,39}")
+_RULE_ID = re.compile(r"[a-z0-9_-]{1,40}")
+_OPTION = re.compile(r"-{1,2}[A-Za-z0-9][A-Za-z0-9_-]{0,40}")
+_HINT = "fix .mam/states.yaml: see docs/states.md for its format"
+# Launchers whose first argument that is not an option names the program (`npx @openai/codex`).
+_LAUNCHERS = ("npx", "bunx", "pnpx", "node", "bun", "deno")
+_PYTHON = re.compile(r"python[0-9.]*")
+_SCRIPT_SUFFIXES = (".js", ".mjs", ".cjs", ".py")
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    state: str
+    pattern: str
+    lines: int
+    regex: re.Pattern[str]
+
+
+@dataclass(frozen=True)
+class Kind:
+    name: str
+    programs: tuple[str, ...]
+    session_options: tuple[str, ...]
+    resume: tuple[str, ...] | None
+    rules: tuple[Rule, ...]  # in the order they are tried within a state
+
+
+class _Invalid(Exception):
+    def __init__(self, message: str, *where: str | int, at_key: bool = False) -> None:
+        super().__init__(message)
+        self.message, self.where, self.at_key = message, where, at_key
+
+
+@dataclass(frozen=True)
+class Library:
+    kinds: Mapping[str, Kind]
+
+    def kind_for(self, argv: Sequence[str]) -> str | None:
+        """The kind whose `programs` holds the basename of the program `argv` runs, or None.
+
+        Looked through, in this order: `env` with its options, NAME=VALUE assignments and `--`; a Node launcher
+        (npx, bunx, pnpx, node, bun, deno) and its options, then the script or package named next (a version
+        `@1.2` and a `.js` suffix dropped); `python[3[.N]]` with its options, then `-m MODULE` (its first
+        dotted part) or the script. An option that takes its value as the next word (`node -r x cli.js`) is
+        not understood: the value is read as the program, which then matches no kind."""
+        words = list(argv)
+        program = _skip_env(words)
+        if program is None:
+            return None
+        name = os.path.basename(program)
+        if name in _LAUNCHERS or _PYTHON.fullmatch(name):
+            name = _launched(name, words) or ""
+        for kind in self.kinds.values():
+            if name and name in kind.programs:
+                return kind.name
+        return None
+
+    def session_from_args(self, kind: str, args: Sequence[str]) -> str | None:
+        """The agent's own session id given in `args` (the words after the program) by one of the kind's
+        `session_options`, as `--opt VALUE` or `--opt=VALUE`; the last one given wins. A next word that starts
+        with `-` is not a value, and nothing after `--` is an option."""
+        entry = self.kinds.get(kind)
+        if entry is None:
+            return None
+        found: str | None = None
+        for _option, value, is_option in _session_words(entry.session_options, args):
+            if is_option and value:
+                found = value
+        return found
+
+    def resume_argv(self, kind: str, program: str, args: Sequence[str], session: str) -> list[str] | None:
+        """The argv that resumes `session`: `program`, then the kind's `resume` template with `{session}` and
+        `{args}` (the original args minus any session option and its value) put in as whole words, or None when
+        the kind has no `resume`. An original `--` and what follows it stay last, so they remain positional."""
+        entry = self.kinds.get(kind)
+        if entry is None or entry.resume is None:
+            return None
+        if not session or session.startswith("-") or any(not ch.isprintable() or ch.isspace() for ch in session):
+            # An id like "--dangerously-skip-permissions" would be read by the agent as an option.
+            from mam.registry import yamlio
+
+            raise MamError("invalid_name", f"agent session id {yamlio.brief(session, 80)} cannot be resumed: "
+                           "it is empty, starts with '-' or holds spaces or control characters")
+        kept = [word for _option, word, is_option in _session_words(entry.session_options, args) if not is_option]
+        head, tail = _split_dashdash(kept)
+        out = [program]
+        for word in entry.resume:
+            if word == "{args}":
+                out.extend(head)
+            elif word == "{session}":
+                out.append(session)
+            else:
+                out.append(word)
+        return out + tail
+
+
+def _split_dashdash(words: list[str]) -> tuple[list[str], list[str]]:
+    if "--" in words:
+        at = words.index("--")
+        return words[:at], words[at:]
+    return words, []
+
+
+def _session_words(options: Sequence[str], args: Sequence[str]) -> list[tuple[str | None, str, bool]]:
+    """`args` as (option, value, is_option) triples: for a session option, (option, its value or "", True),
+    its value folded in; for any other word, (None, word, False)."""
+    out: list[tuple[str | None, str, bool]] = []
+    index, positional = 0, False
+    while index < len(args):
+        word = args[index]
+        index += 1
+        if positional or word == "--":
+            positional = positional or word == "--"
+            out.append((None, word, False))
+            continue
+        name, eq, value = word.partition("=")
+        if name in options and eq:
+            out.append((name, value, True))
+        elif word in options:
+            if index < len(args) and args[index] and not args[index].startswith("-"):
+                value = args[index]
+                index += 1
+            out.append((word, value, True))
+        else:
+            out.append((None, word, False))
+    return out
+
+
+def _skip_env(words: list[str]) -> str | None:
+    """Pop the program off `words` (in place), looking through `env [options] [NAME=VALUE]... [--]`."""
+    if not words:
+        return None
+    program = words.pop(0)
+    if os.path.basename(program) != "env":
+        return program
+    while words:
+        word = words.pop(0)
+        if word == "--":
+            break
+        if word in ("-u", "--unset", "-C", "--chdir", "-S", "--split-string"):
+            if words:
+                words.pop(0)
+        elif word.startswith("-") or ("=" in word and not word.startswith("=")):
+            continue
+        else:
+            return word
+    return words.pop(0) if words else None
+
+
+def _launched(launcher: str, words: list[str]) -> str | None:
+    """The program a launcher runs, from the words after it (see Library.kind_for)."""
+    python = bool(_PYTHON.fullmatch(launcher))
+    while words:
+        word = words.pop(0)
+        if python and word == "-m":
+            return words[0].split(".")[0] if words else None
+        if word.startswith("-"):
+            continue
+        name = os.path.basename(word)
+        if not python and "@" in name[1:]:
+            name = name[:name.index("@", 1)]  # `@openai/codex@0.5` is `codex` once the scope went with the path
+        for suffix in _SCRIPT_SUFFIXES:
+            if name.endswith(suffix) and len(name) > len(suffix):
+                return name[:-len(suffix)]
+        return name
+    return None
+
+
+# -- loading -------------------------------------------------------------------------------------------------
+
+def _shipped_path() -> Path:
+    return Path(__file__).with_name("agents.yaml")
+
+
+@functools.lru_cache(maxsize=1)
+def _shipped() -> dict[str, Kind]:
+    """The shipped file, parsed once per process."""
+    path = _shipped_path()
+    return _load_file(path, path.read_text(encoding="utf-8"), {})
+
+
+def load_library(user_file: Path | None) -> Library:
+    """The shipped kinds, with `user_file` (a workspace's `.mam/states.yaml`, read only if it exists) laid over
+    them: a user rule with a shipped id replaces it in place, new rules are tried before the shipped ones of
+    their state, a new kind is added, and `programs`, `session_options` and `resume` given replace the shipped
+    ones. A bad file raises MamError("invalid_config", "<file>:<line>: ...")."""
+    shipped = _shipped()
+    if user_file is None:
+        return Library(dict(shipped))
+    from mam.safefile import read_text
+
+    text = read_text(user_file, user_file, MAX_FILE_BYTES, "invalid_config", _HINT)
+    if text is None:
+        return Library(dict(shipped))
+    return Library(_load_file(user_file, text, shipped))
+
+
+def _load_file(path: Path, text: str, base: Mapping[str, Kind]) -> dict[str, Kind]:
+    from mam.registry import yamlio
+
+    document = yamlio.load_or_refuse(text, path, "invalid_config", _HINT)
+    try:
+        return _merge(base, _document(document, base))
+    except _Invalid as err:
+        line = yamlio.line_of(text, err.where, at_key=err.at_key)
+        raise yamlio.refusal("invalid_config", path, line, err.message, _HINT) from None
+
+
+def _merge(base: Mapping[str, Kind], given: dict[str, dict[str, Any]]) -> dict[str, Kind]:
+    kinds = dict(base)
+    for name, fields in given.items():
+        old = kinds.get(name)
+        rules: tuple[Rule, ...] = fields.get("rules", ())
+        if old is not None:
+            new_ids = {rule.id: rule for rule in rules}
+            replaced = tuple(new_ids.pop(rule.id, rule) for rule in old.rules)
+            rules = tuple(rule for rule in rules if rule.id in new_ids) + replaced
+        kinds[name] = Kind(
+            name,
+            fields.get("programs", old.programs if old else ()),
+            fields.get("session_options", old.session_options if old else ()),
+            fields.get("resume", old.resume if old else None),
+            rules,
+        )
+    return kinds
+
+
+def _document(data: object, base: Mapping[str, Kind]) -> dict[str, dict[str, Any]]:
+    if not isinstance(data, dict):
+        raise _Invalid(f"the top level must be a mapping with schema: 1 and kinds:, got {type(data).__name__}")
+    _unknown_keys(data, TOP_KEYS)
+    if data.get("schema") != 1 or isinstance(data.get("schema"), bool):
+        raise _Invalid("schema must be 1", "schema")
+    kinds = data.get("kinds")
+    if not isinstance(kinds, dict):
+        raise _Invalid("kinds must be a mapping of kind names", "kinds")
+    seen: dict[str, str] = {}
+    out: dict[str, dict[str, Any]] = {}
+    for name, fields in kinds.items():
+        if not isinstance(name, str) or not _KIND_NAME.fullmatch(name):
+            raise _Invalid(f"kind name {_brief(name)} must be lowercase letters, digits, - or _", "kinds",
+                           str(name), at_key=True)
+        out[name] = _kind(name, fields, seen)
+    return out
+
+
+def _kind(name: str, fields: object, seen: dict[str, str]) -> dict[str, Any]:
+    where = ("kinds", name)
+    if not isinstance(fields, dict):
+        raise _Invalid(f"kinds.{name} must be a mapping", *where)
+    _unknown_keys(fields, KIND_KEYS, *where)
+    out: dict[str, Any] = {}
+    if "programs" in fields:
+        out["programs"] = _words(fields["programs"], f"kinds.{name}.programs", "program basenames",
+                                 lambda w: "/" not in w and not w.startswith("-"), *where, "programs")
+    if "session_options" in fields:
+        out["session_options"] = _words(fields["session_options"], f"kinds.{name}.session_options",
+                                        "options such as --session-id", _OPTION.fullmatch, *where,
+                                        "session_options")
+    if "resume" in fields:
+        out["resume"] = _resume(fields["resume"], name, (*where, "resume"))
+    if "rules" in fields:
+        rules = fields["rules"]
+        if not isinstance(rules, list):
+            raise _Invalid(f"kinds.{name}.rules must be a list", *where, "rules")
+        out["rules"] = tuple(_rule(name, rule, (*where, "rules", i), seen) for i, rule in enumerate(rules))
+    return out
+
+
+def _words(value: object, label: str, what: str, ok: Any, *where: str | int) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        raise _Invalid(f"{label} must be a list of {what}", *where)
+    for index, word in enumerate(value):
+        if not isinstance(word, str) or not word or not ok(word):
+            raise _Invalid(f"{label}: {_brief(word)} is not one of the {what}", *where, index)
+    return tuple(value)
+
+
+def _resume(value: object, kind: str, where: tuple[str | int, ...]) -> tuple[str, ...]:
+    words = _words(value, f"kinds.{kind}.resume", "words (with {session} and {args})", lambda w: True, *where)
+    for index, word in enumerate(words):
+        if "{" in word and word not in ("{args}", "{session}"):
+            raise _Invalid(f"kinds.{kind}.resume: {_brief(word)}: only {{args}} and {{session}} are placeholders, "
+                           "as whole words", *where, index)
+    if words.count("{session}") != 1 or words.count("{args}") > 1:
+        raise _Invalid(f"kinds.{kind}.resume must hold {{session}} once and {{args}} at most once", *where)
+    return words
+
+
+def _rule(kind: str, rule: object, where: tuple[str | int, ...], seen: dict[str, str]) -> Rule:
+    if not isinstance(rule, dict):
+        raise _Invalid(f"a rule of kinds.{kind} must be a mapping with id, state, pattern and lines", *where)
+    _unknown_keys(rule, RULE_KEYS, *where)
+    missing = [key for key in RULE_KEYS if key not in rule]
+    if missing:
+        raise _Invalid(f"rule is missing {', '.join(missing)}", *where)
+    rule_id, state, pattern, lines = (rule[key] for key in RULE_KEYS)
+    prefix, dot, rest = rule_id.partition(".") if isinstance(rule_id, str) else ("", "", "")
+    if prefix != kind or not dot or not _RULE_ID.fullmatch(rest):
+        raise _Invalid(f"rule id {_brief(rule_id)} must be {kind}.NAME (lowercase letters, digits, - or _)",
+                       *where, "id")
+    if rule_id in seen:
+        raise _Invalid(f"duplicate rule id {rule_id}", *where, "id")
+    seen[rule_id] = kind
+    if state not in RULE_STATES:
+        raise _Invalid(f"rule {rule_id}: state must be {', '.join(RULE_STATES)}, got {_brief(state)}",
+                       *where, "state")
+    if isinstance(lines, bool) or not isinstance(lines, int) or not 1 <= lines <= MAX_LINES:
+        raise _Invalid(f"rule {rule_id}: lines must be a whole number from 1 to {MAX_LINES}, got {_brief(lines)}",
+                       *where, "lines")
+    if not isinstance(pattern, str) or not pattern or len(pattern) > MAX_PATTERN:
+        raise _Invalid(f"rule {rule_id}: pattern must be a regular expression of 1 to {MAX_PATTERN} characters",
+                       *where, "pattern")
+    try:
+        regex = re.compile(pattern, re.IGNORECASE)
+    except (re.error, RecursionError, OverflowError) as exc:
+        raise _Invalid(f"rule {rule_id}: pattern does not compile: {exc}", *where, "pattern") from None
+    if regex.search(""):
+        # It would match every screen, blank lines included: never what a rule means.
+        raise _Invalid(f"rule {rule_id}: pattern matches an empty line", *where, "pattern")
+    return Rule(rule_id, state, pattern, lines, regex)
+
+
+def _unknown_keys(mapping: dict[Any, Any], allowed: tuple[str, ...], *where: str | int) -> None:
+    for key in mapping:
+        if key not in allowed:
+            raise _Invalid(f"unknown key {_brief(key)} (expected {', '.join(allowed)})", *where, str(key),
+                           at_key=True)
+
+
+def _brief(value: object) -> str:
+    from mam.registry import yamlio
+
+    return yamlio.brief(value, 40)

@@ -1,0 +1,336 @@
+"""The agent-kind library and the screen classifier: the shipped rules read every stand-in agent's screens as
+their state, the bottom of the screen and the ranking decide, a workspace override wins and a bad one is
+refused with its line, and argv words stay data."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from mam.errors import EXIT_BAD_INPUT, MamError
+from mam.kinds.classify import UNKNOWN, Verdict, classify_screen, screen_lines
+from mam.kinds.library import RULE_STATES, load_library
+
+STANDIN_PATH = Path(__file__).parent / "agents" / "standin.py"
+
+
+def _standin() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("mam_standin", STANDIN_PATH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+standin = _standin()
+SHIPPED = load_library(None)
+
+# What a reader of each stand-in screen must conclude, and by which rule.
+EXPECTED = {
+    ("claude", "working"): "claude.spinner",
+    ("claude", "blocked"): "claude.permission",
+    ("claude", "idle"): "claude.footer",
+    ("codex", "working"): "codex.status",
+    ("codex", "blocked"): "codex.confirm",
+    ("codex", "idle"): "codex.composer",
+    ("gemini", "working"): "gemini.loading",
+    ("gemini", "blocked"): "gemini.confirm",
+    ("gemini", "idle"): "gemini.input",
+    ("opencode", "working"): "opencode.interrupt",
+    ("opencode", "blocked"): "opencode.permission",
+    ("opencode", "idle"): "opencode.input",
+    ("grok", "working"): "grok.status",
+    ("grok", "blocked"): "grok.permission",
+    ("grok", "idle"): "grok.footer",
+    ("hermes", "working"): "hermes.spinner",
+    ("hermes", "blocked"): "hermes.approval",
+    ("hermes", "idle"): "hermes.prompt",
+    ("aider", "working"): "aider.waiting",
+    ("aider", "blocked"): "aider.confirm",
+    ("aider", "idle"): "aider.prompt",
+    ("cursor", "working"): "cursor.working",
+    ("cursor", "blocked"): "cursor.approval",
+    ("cursor", "idle"): "cursor.followup",
+    ("generic", "blocked"): "generic.yes_no",
+}
+BOX = "─" * 60
+
+
+def test_the_shipped_file_loads_and_every_rule_compiles_with_a_window() -> None:
+    assert {"generic", "claude", "codex", "gemini", "opencode", "grok", "hermes", "aider"} <= set(SHIPPED.kinds)
+    ids = [rule.id for kind in SHIPPED.kinds.values() for rule in kind.rules]
+    assert len(ids) == len(set(ids))
+    for kind in SHIPPED.kinds.values():
+        for rule in kind.rules:
+            assert rule.id.startswith(kind.name + ".")
+            assert rule.state in RULE_STATES and 1 <= rule.lines <= 200
+            assert rule.regex.search("") is None
+
+
+def test_every_stand_in_screen_is_covered() -> None:
+    drawn = {(kind, state) for kind in standin.KINDS for state in standin.drawn(kind) if state != "garbage"}
+    assert drawn == set(EXPECTED)
+
+
+@pytest.mark.parametrize(("kind", "state"), sorted(EXPECTED))
+def test_a_stand_in_screen_reads_as_its_state(kind: str, state: str) -> None:
+    for frame in range(8):  # every spinner frame, not only the first
+        verdict = classify_screen(SHIPPED, kind, standin.screen(kind, state, frame))
+        assert (verdict.state, verdict.rule) == (state, EXPECTED[kind, state]), frame
+        assert verdict.line and "\x1b" not in verdict.line
+
+
+@pytest.mark.parametrize("kind", [*sorted(standin.KINDS), "no-such-agent", None])
+def test_a_screen_no_rule_knows_is_unknown(kind: str | None) -> None:
+    assert classify_screen(SHIPPED, kind, standin.screen("claude", "garbage")) == UNKNOWN
+    assert classify_screen(SHIPPED, kind, "") == UNKNOWN
+    assert classify_screen(SHIPPED, kind, "\n\n   \n\x1b[0m\n") == UNKNOWN
+
+
+def test_an_unknown_kind_is_read_with_the_generic_rules_only() -> None:
+    assert classify_screen(SHIPPED, "no-such-agent", "Continue? [y/N]\n").rule == "generic.yes_no"
+    assert classify_screen(SHIPPED, None, "Do you want to proceed?\n").rule == "generic.proceed"
+    # A Claude idle box means nothing for an agent mam does not know.
+    assert classify_screen(SHIPPED, None, standin.screen("claude", "idle")) == UNKNOWN
+
+
+def test_blocked_outranks_working_outranks_idle() -> None:
+    # Claude keeps its spinner and footer hint drawn under a permission question.
+    screen = ("Do you want to make this edit to queue.py?\n ❯ 1. Yes\n   2. No (esc)\n"
+              "✶ Pondering… (12s)\n" + BOX + "\n❯\n" + BOX + "\n  esc to interrupt\n")
+    assert classify_screen(SHIPPED, "claude", screen).state == "blocked"
+    # Codex questions carry "esc to interrupt" in their own footer.
+    question = ("Question 1/3 (3 unanswered)\n› 1. Keep the queue\n"
+                "tab to add notes | enter to submit answer | ←/→ to navigate questions | esc to interrupt\n")
+    assert classify_screen(SHIPPED, "codex", question).rule == "codex.confirm"
+    # The input box is drawn while Claude works: it is not idle.
+    working = "✳ Cooking… (3s)\n" + BOX + "\n❯\n" + BOX + "\n  ? for shortcuts\n"
+    assert classify_screen(SHIPPED, "claude", working).state == "working"
+
+
+def test_claude_spinner_is_matched_by_shape_not_words() -> None:
+    for line in ("✳ Zigzagging… (2m 53s · ↓ 10.8k tokens)", "● Thundering…", "* Choreographing… (3m 19s",
+                 "✽ Wandering… (esc to interrupt)"):
+        verdict = classify_screen(SHIPPED, "claude", line + "\n" + BOX + "\n❯\n" + BOX + "\n")
+        assert verdict.state == "working", line
+    # Past tense, no ellipsis: the turn is over.
+    assert classify_screen(SHIPPED, "claude", "✻ Worked for 7s\n").rule == "claude.turn_over"
+
+
+def test_only_the_bottom_of_the_screen_counts() -> None:
+    stale = ["Do you want to proceed?", "• Working (3s • esc to interrupt)", *[f"line {i}" for i in range(30)]]
+    claude = "\n".join([*stale, BOX, "❯", BOX, "  ? for shortcuts"])
+    assert classify_screen(SHIPPED, "claude", claude).state == "idle"
+    codex = "\n".join([*stale, "─ Worked for 5s ─", "› Ask Codex", "  gpt-5 default · /w"])
+    assert classify_screen(SHIPPED, "codex", codex).state == "idle"
+    # Trailing blank rows (a tall pane) do not push the bottom away.
+    assert classify_screen(SHIPPED, "claude", claude + "\n" * 80).state == "idle"
+
+
+def test_escapes_and_carriage_returns_are_resolved_before_matching() -> None:
+    split = "\x1b[2m  esc to \x1b[1;31minterrupt\x1b[0m\n"
+    assert classify_screen(SHIPPED, "claude", split).rule == "claude.interrupt"
+    # An old "working" frame overwritten in place by the idle prompt is gone.
+    assert classify_screen(SHIPPED, "hermes", "◜ (x) pondering... (1.2s)\r\x1b[2K❯\n").rule == "hermes.prompt"
+    assert screen_lines("abcdef\rxy\nab\bc\n\x1b]0;title\x07t\x1b[?25lz\nold text\r\x1b[Knew\n\n\n") == [
+        "xycdef", "ac", "tz", "new"]
+
+
+def test_the_quoted_line_is_cut_and_cannot_reprogram_a_terminal() -> None:
+    hostile = "Do you want to proceed? \u202e\x07\x1b]52;c;ZXZpbA==\x07" + "x" * 500 + "\x9b31m\n"
+    verdict = classify_screen(SHIPPED, "claude", hostile)
+    assert verdict.state == "blocked" and verdict.line is not None
+    assert len(verdict.line) <= 200
+    assert all(ch.isprintable() for ch in verdict.line)
+    assert "\u202e" not in verdict.line and "52;c" not in verdict.line
+    assert verdict.as_json() == {"rule": "claude.permission", "line": verdict.line}
+    assert Verdict("unknown", None, None).as_json() == {"rule": None, "line": None}
+
+
+# -- the workspace override ----------------------------------------------------------------------------------
+
+def _override(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / ".mam" / "states.yaml"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def test_a_user_rule_is_tried_before_the_shipped_ones(tmp_path: Path) -> None:
+    path = _override(tmp_path, """\
+schema: 1
+kinds:
+  claude:
+    rules:
+      - id: claude.my_footer
+        state: idle
+        pattern: '\\? for shortcuts'
+        lines: 3
+""")
+    library = load_library(path)
+    assert classify_screen(library, "claude", standin.screen("claude", "idle")).rule == "claude.my_footer"
+    assert classify_screen(SHIPPED, "claude", standin.screen("claude", "idle")).rule == "claude.footer"
+    # Everything else is still shipped.
+    assert classify_screen(library, "claude", standin.screen("claude", "working")).rule == "claude.spinner"
+    assert library.kinds["claude"].programs == ("claude",)
+
+
+def test_a_user_rule_with_a_shipped_id_replaces_it(tmp_path: Path) -> None:
+    path = _override(tmp_path, """\
+schema: 1
+kinds:
+  claude:
+    rules:
+      - id: claude.spinner
+        state: working
+        pattern: 'never drawn by anything'
+        lines: 5
+""")
+    library = load_library(path)
+    assert [r.id for r in library.kinds["claude"].rules] == [r.id for r in SHIPPED.kinds["claude"].rules]
+    assert classify_screen(library, "claude", standin.screen("claude", "working")).rule == "claude.interrupt"
+
+
+def test_a_user_kind_and_replaced_programs_resume_and_session_options(tmp_path: Path) -> None:
+    path = _override(tmp_path, """\
+schema: 1
+kinds:
+  mybot:
+    programs: [mybot, mybot-dev]
+    session_options: [--chat]
+    resume: ["--chat", "{session}", "{args}"]
+    rules:
+      - id: mybot.busy
+        state: working
+        pattern: '^thinking\\b'
+        lines: 2
+  claude:
+    programs: [claude-wrapped]
+    resume: ["--continue-session", "{session}"]
+""")
+    library = load_library(path)
+    assert library.kind_for(["mybot-dev", "--chat", "c1"]) == "mybot"
+    assert library.session_from_args("mybot", ["--chat", "c1"]) == "c1"
+    assert library.resume_argv("mybot", "mybot", ["--chat", "c1", "-v"], "c2") == ["mybot", "--chat", "c2", "-v"]
+    assert classify_screen(library, "mybot", "Thinking hard\n").rule == "mybot.busy"
+    assert library.kind_for(["claude"]) is None and library.kind_for(["claude-wrapped"]) == "claude"
+    assert library.resume_argv("claude", "claude", ["-p"], "s") == ["claude", "--continue-session", "s"]
+    assert library.kinds["claude"].session_options == SHIPPED.kinds["claude"].session_options
+
+
+def test_no_user_file_is_the_shipped_library(tmp_path: Path) -> None:
+    library = load_library(tmp_path / ".mam" / "states.yaml")
+    assert library.kinds == SHIPPED.kinds
+    assert load_library(None).kinds["claude"] is SHIPPED.kinds["claude"]  # parsed once per process
+
+
+RULE_OK = "      - id: claude.x\n        state: idle\n        pattern: 'x'\n        lines: 3\n"
+HEAD = "schema: 1\nkinds:\n  claude:\n    rules:\n"
+
+
+@pytest.mark.parametrize(("text", "line", "says"), [
+    (HEAD + RULE_OK.replace("lines: 3", "lines: 3\n        line: 3"), 9, "unknown key 'line'"),
+    (HEAD + RULE_OK.replace("idle", "done"), 6, "state must be blocked, working, idle"),
+    (HEAD + RULE_OK.replace("idle", "sleepy"), 6, "got 'sleepy'"),
+    (HEAD + RULE_OK + RULE_OK, 9, "duplicate rule id claude.x"),
+    (HEAD + RULE_OK.replace("'x'", "'(unclosed'"), 7, "does not compile"),
+    (HEAD + RULE_OK.replace("'x'", "'x*'"), 7, "matches an empty line"),
+    (HEAD + RULE_OK.replace("lines: 3", "lines: 0"), 8, "from 1 to 200"),
+    (HEAD + RULE_OK.replace("lines: 3", "lines: 201"), 8, "from 1 to 200"),
+    (HEAD + RULE_OK.replace("lines: 3", "lines: true"), 8, "from 1 to 200"),
+    (HEAD + RULE_OK.replace("claude.x", "codex.x"), 5, "must be claude.NAME"),
+    (HEAD + RULE_OK.replace("        lines: 3\n", ""), 5, "missing lines"),
+    ("schema: 1\nkinds:\n  claude:\n    program: [claude]\n", 4, "unknown key 'program'"),
+    ("schema: 1\nkinds:\n  claude:\n    resume: ['{args}']\n", 4, "{session} once"),
+    ("schema: 1\nkinds:\n  claude:\n    resume: ['--x={session}']\n", 4, "placeholders"),
+    ("schema: 1\nkinds:\n  claude:\n    programs: [/usr/bin/claude]\n", 4, "program basenames"),
+    ("schema: 1\nkinds:\n  claude:\n    session_options: ['x; rm']\n", 4, "options such as"),
+    ("schema: 1\nkinds:\n  Bad Name:\n    programs: []\n", 3, "kind name"),
+    ("schema: 2\nkinds: {}\n", 1, "schema must be 1"),
+    ("schema: 1\nkinds: {}\nextra: 1\n", 3, "unknown key 'extra'"),
+    ("schema: 1\nkinds:\n  a: &x {programs: [a]}\n  b: *x\n", 3, "anchors and aliases"),
+    ("schema: 1\nkinds:\n  a: {}\n  a: {}\n", 4, "duplicate key 'a'"),
+    ("schema: 1\nkinds: [\n", 3, "not valid YAML"),
+])
+def test_a_bad_override_is_refused_with_its_file_and_line(tmp_path: Path, text: str, line: int, says: str) -> None:
+    path = _override(tmp_path, text)
+    with pytest.raises(MamError) as caught:
+        load_library(path)
+    assert caught.value.code == "invalid_config" and caught.value.exit_code == EXIT_BAD_INPUT
+    assert caught.value.message.startswith(f"{path}:{line}: "), caught.value.message
+    assert says in caught.value.message
+    assert "\n" not in caught.value.message
+    assert path.read_text() == text  # nothing rewritten
+
+
+def test_an_override_that_is_not_a_regular_file_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / ".mam" / "states.yaml"
+    path.mkdir(parents=True)
+    with pytest.raises(MamError, match="not a regular file") as caught:
+        load_library(path)
+    assert caught.value.code == "invalid_config"
+
+
+# -- argv ----------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("argv", "kind"), [
+    (["claude"], "claude"),
+    (["/opt/bin/codex", "--model", "o3"], "codex"),
+    (["env", "-u", "CLAUDECODE", "-i", "A=1", "B=x=y", "--", "claude", "--resume", "s"], "claude"),
+    (["/usr/bin/env", "gemini"], "gemini"),
+    (["npx", "-y", "@openai/codex@0.5.1"], "codex"),
+    (["node", "/usr/lib/node_modules/x/bin/opencode.js", "run"], "opencode"),
+    (["python3", "-m", "aider.main", "--model", "x"], "aider"),
+    (["python3.12", "-u", "/home/u/.local/bin/hermes"], "hermes"),
+    (["env", "A=1", "npx", "grok"], "grok"),
+    (["bash", "-c", "claude"], None),
+    (["claude-code"], None),
+    (["env", "A=1"], None),
+    (["npx"], None),
+    (["python3", "-m"], None),
+    ([], None),
+])
+def test_kind_for_reads_the_program_through_env_and_launchers(argv: list[str], kind: str | None) -> None:
+    assert SHIPPED.kind_for(argv) == kind
+
+
+@pytest.mark.parametrize(("kind", "args", "session"), [
+    ("claude", ["--session-id", "abc-1"], "abc-1"),
+    ("claude", ["--model", "opus", "--resume=xyz"], "xyz"),
+    ("claude", ["--resume", "a", "--resume", "b"], "b"),
+    ("claude", ["--resume"], None),  # the picker: no id given
+    ("claude", ["--resume", "--model", "opus"], None),
+    ("claude", ["--", "--session-id", "x"], None),  # after --, words are the prompt
+    ("claude", ["--session-id", "$(rm -rf ~); `id` #{pane_id}"], "$(rm -rf ~); `id` #{pane_id}"),
+    ("codex", ["--session-id", "abc"], None),  # codex has no session option
+    ("opencode", ["-s", "ses_1"], "ses_1"),
+    ("no-such-agent", ["--session-id", "abc"], None),
+])
+def test_session_from_args(kind: str, args: list[str], session: str | None) -> None:
+    assert SHIPPED.session_from_args(kind, args) == session
+
+
+def test_resume_argv_keeps_every_word_as_data() -> None:
+    hostile = ["--model", "opus", "--session-id", "old", "$(touch /tmp/x); #{pane_id}", "a b"]
+    argv = SHIPPED.resume_argv("claude", "/opt/claude", hostile, "new-1")
+    assert argv == ["/opt/claude", "--model", "opus", "$(touch /tmp/x); #{pane_id}", "a b", "--resume", "new-1"]
+    assert SHIPPED.resume_argv("claude", "claude", ["--resume=old", "--resume"], "s") == ["claude", "--resume", "s"]
+    assert SHIPPED.resume_argv("codex", "codex", ["--model", "o3"], "s1") == ["codex", "resume", "s1", "--model", "o3"]
+    # What follows -- stays positional, after the resume options.
+    assert SHIPPED.resume_argv("claude", "claude", ["-v", "--", "fix it"], "s") == [
+        "claude", "-v", "--resume", "s", "--", "fix it"]
+    assert SHIPPED.resume_argv("gemini", "gemini", [], "s") is None
+    assert SHIPPED.resume_argv("no-such-agent", "x", [], "s") is None
+
+
+@pytest.mark.parametrize("session", ["", "--dangerously-skip-permissions", "a b", "a\nb", "x\x1b[2J"])
+def test_resume_argv_refuses_a_session_id_the_agent_would_misread(session: str) -> None:
+    with pytest.raises(MamError) as caught:
+        SHIPPED.resume_argv("claude", "claude", [], session)
+    assert caught.value.code == "invalid_name" and "\n" not in caught.value.message
+    assert "\x1b" not in caught.value.message
