@@ -262,6 +262,7 @@ _SSH_MESSAGES: tuple[tuple[re.Pattern[str], ErrorKind, str], ...] = tuple(
         (r"(?:Disconnected from|Bad owner or permissions on) .*", _U, "ssh failed"),
         (r".*: terminating, \d+ bad configuration options?|.*: line \d+: Bad configuration option: .*", _U,
          "bad ssh configuration"),
-        (r"(?:Control socket connect|mux_client_|ControlSocket ).*", _U, "the shared connection failed"),
+        (r"(?:Control socket connect|mux_client_|ControlSocket |unix_listener: |ControlPath too long).*", _U,
+         "the shared connection failed"),
         (r"ssh: .*", _U, "ssh failed"),
     ))

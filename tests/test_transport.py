@@ -102,6 +102,14 @@ def test_control_folder_open_to_others_is_refused(control: Path) -> None:
     assert caught.value.code == "operation_failed"
 
 
+@pytest.mark.skipif(os.getuid() != 0, reason="only root can give a folder to another user")
+def test_control_folder_of_another_user_is_refused(control: Path) -> None:
+    control.mkdir(mode=0o700)
+    os.chown(control, 65534, 65534)
+    with pytest.raises(MamError, match="nobody else"):
+        SshTransport("h", control, 5).wrap(["true"])
+
+
 def test_a_folder_too_long_for_a_socket_path_falls_back_to_a_short_private_one(
         control: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     runtime = control.parent / "run"
@@ -119,6 +127,8 @@ def test_only_ssh_s_own_last_words_are_ssh_failures() -> None:
     assert transport.classify_ssh(255, "tmux: lost server\n") is None  # the remote command's own 255
     assert transport.classify_ssh(1, "u@h: Permission denied (publickey).\n") is None  # ssh exits 255
     assert transport.classify_ssh(255, "error connecting to /tmp/x (Permission denied)\n") is None
+    too_long = 'unix_listener: path "/tmp/x/0a1c.5tcZ" too long for Unix domain socket\n'
+    assert (transport.classify_ssh(255, too_long) or (None,))[0] is ErrorKind.UNKNOWN
     found = transport.classify_ssh(255, "Permission denied (publickey,password).\nrest\n")
     assert found is None  # ssh's message is not the last line: the remote side wrote after it
     kind, message = transport.classify_ssh(255, "root@h: Permission denied (publickey).\n") or (None, "")
@@ -181,6 +191,18 @@ def test_a_key_the_server_does_not_know_is_a_refused_login(sshd: Sshd, control: 
     error = SshTransport(sshd.host, control, 10).classify(result)
     assert error is not None and error.kind is ErrorKind.PERMISSION, result
     assert error.message.startswith("ssh to mam-test: login refused")
+
+
+def test_a_changed_host_key_is_refused(sshd: Sshd, control: Path, tmp_path: Path) -> None:
+    known = tmp_path / "known_hosts"
+    other = (sshd.root / "wrong_ed25519.pub").read_text().split()  # any key that is not the server's
+    known.write_text(f"[127.0.0.1]:{sshd.port} {other[0]} {other[1]}\n")
+    config = tmp_path / "ssh_config"
+    config.write_text(sshd.config_path.read_text().replace(str(sshd.root / "known_hosts"), str(known)))
+    result = _remote(sshd, control, ["true"], config=config)
+    error = SshTransport(sshd.host, control, 10).classify(result)
+    assert error is not None and error.kind is ErrorKind.PERMISSION, result
+    assert error.message.startswith("ssh to mam-test: its host key changed"), error
 
 
 def test_an_unknown_host_name_is_an_ssh_failure(sshd: Sshd, control: Path) -> None:
