@@ -334,3 +334,17 @@ def test_resume_argv_refuses_a_session_id_the_agent_would_misread(session: str) 
         SHIPPED.resume_argv("claude", "claude", [], session)
     assert caught.value.code == "invalid_name" and "\n" not in caught.value.message
     assert "\x1b" not in caught.value.message
+
+
+def test_the_how_to_in_docs_states_md_works(tmp_path: Path) -> None:
+    doc = (Path(__file__).parent.parent / "docs" / "states.md").read_text()
+    blocks = [block.split("```", 1)[0] for block in doc.split("```yaml\n")[1:]]
+    assert len(blocks) == 3
+    library = load_library(_override(tmp_path, blocks[1]))
+    assert classify_screen(library, "mybot", "hello\n⠋ thinking (3s)\nmybot> \n").rule == "mybot.spinner"
+    assert classify_screen(library, "mybot", "Delete x? Allow? (yes/no)\n").rule == "mybot.ask"
+    assert classify_screen(library, "mybot", "done\nmybot> \n").rule == "mybot.prompt"
+    assert library.resume_argv("mybot", "mybot", ["--chat", "a", "-q"], "b") == ["mybot", "--chat", "b", "-q"]
+    changed = load_library(_override(tmp_path, blocks[2]))
+    assert {r.id: r.lines for r in changed.kinds["claude"].rules}["claude.spinner"] == 14
+    load_library(_override(tmp_path, blocks[0]))  # the format example is a valid file too
