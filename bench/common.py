@@ -61,7 +61,7 @@ def median(samples: Sequence[float]) -> float:
 
 def write_registry(workspace: str, rows: list[dict[str, Any]]) -> None:
     """The workspace's registry holding `rows`, written as mam writes it (spawn does)."""
-    from mam import registry_text  # the form mam's own writes leave
+    from mam.registry import text as registry_text  # the form mam's own writes leave
 
     os.makedirs(os.path.join(workspace, ".mam"), exist_ok=True)
     Path(workspace, ".mam", "agent-sessions.yaml").write_text(registry_text.dump({"version": 1, "sessions": rows}))

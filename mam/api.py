@@ -3,17 +3,17 @@
     from mam.api import hookimpl, BackendSpec, Agent, CallContext, Failure, run, parse_or_failure
 
 The shipped backends import only from here (a test checks it); anything else in `mam` may change without
-notice. `HOOK_API` is the version of the hook set (see mam/hookspecs.py).
+notice. `HOOK_API` is the version of the hook set (see mam/plugin/spec.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from mam.hookspecs import HOOK_API, hookimpl
-from mam.listing import find_for_stop
 from mam.logfile import open_log, open_text_log
-from mam.model import (
+from mam.names import NAME_PATTERN, is_valid_name
+from mam.plugin.listing import find_for_stop
+from mam.plugin.records import (
     Agent,
     Backend,
     BackendSpec,
@@ -32,7 +32,7 @@ from mam.model import (
     SpawnResult,
     StopResult,
 )
-from mam.names import NAME_PATTERN, is_valid_name
+from mam.plugin.spec import HOOK_API, hookimpl
 from mam.runner import first_line, parse_or_failure, poll_until
 
 

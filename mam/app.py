@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mam import envscrub, registry, runner
-from mam.model import ScrubRule
 from mam.names import check_name
+from mam.plugin.records import ScrubRule
 from mam.workspace import DEFAULT_BACKEND, Workspace, open_workspace
 
 if TYPE_CHECKING:  # pluggy is loaded only by commands that reach a backend
-    from mam.plugins import Plugins
+    from mam.plugin.manager import Plugins
 
 
 @dataclass
@@ -56,7 +56,7 @@ class App:
 
     @cached_property
     def plugins(self) -> Plugins:
-        from mam.plugins import Plugins
+        from mam.plugin.manager import Plugins
 
         return Plugins(self.env)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from mam.model import ScrubRule
+from mam.plugin.records import ScrubRule
 
 DEFAULT_SOURCE = "mam defaults"
 
@@ -61,7 +61,7 @@ DEFAULT_RULES: tuple[ScrubRule, ...] = (
 )
 
 # Removed before any rule is consulted, so no keep rule (`MAM_*`, `*`) brings it back: a shim's guard names the
-# process of one call (mam.passthrough), and a server or agent inheriting it would carry it for life.
+# process of one call (mam.commands.passthrough), and a server or agent inheriting it would carry it for life.
 ALWAYS_REMOVED = ScrubRule("MAM_SHIM_GUARD", DEFAULT_SOURCE + " (a shim's guard: never kept)")
 
 DEFAULT_KEEP: tuple[str, ...] = (

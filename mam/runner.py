@@ -9,7 +9,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
-from mam.model import CommandResult, Failure
+from mam.plugin.records import CommandResult, Failure
 
 T = TypeVar("T")
 

@@ -81,7 +81,9 @@ def split_host(host: str) -> tuple[str, int | None]:
 def remote_command(argv: Sequence[str], env_unset: Sequence[str] = (),
                    env_set: Mapping[str, str] | None = None) -> str:
     """The one string the remote login shell runs: each word quoted once, behind `env -u V ... V=x --` when
-    asked. The quoting is POSIX sh's (sh, bash, dash, zsh, ksh); a fish or csh login shell reads it otherwise."""
+    asked. A name of `env_unset` ending in '*' (the scrub's PREFIX_* rules) is a prefix: those are unset by a
+    small sh loop over the remote environment first, since env -u knows exact names only.
+    The quoting is POSIX sh's (sh, bash, dash, zsh, ksh); a fish or csh login shell reads it otherwise."""
     words = list(argv)
     if not words:
         raise ValueError("empty argv")
@@ -90,19 +92,26 @@ def remote_command(argv: Sequence[str], env_unset: Sequence[str] = (),
     for word in words:
         if "\0" in word:
             raise ValueError("an argument contains a NUL byte")
+    exact = [name for name in env_unset if not name.endswith("*")]
+    prefixes = [name[:-1] for name in env_unset if name.endswith("*")]
+    bad = [name for name in [*exact, *prefixes, *(env_set or {})] if not _VAR_RE.fullmatch(name)]
+    if bad:
+        raise ValueError(f"not a variable name: {bad[0]!r}")
     prefix: list[str] = []
-    if env_unset or env_set:
-        names = [*env_unset, *(env_set or {})]
-        bad = [name for name in names if not _VAR_RE.fullmatch(name)]
-        if bad:
-            raise ValueError(f"not a variable name: {bad[0]!r}")
+    if exact or env_set:
         if "=" in words[0]:
             raise ValueError("env would read the program name as an assignment")
         prefix = ["env"]
-        for name in env_unset:
+        for name in exact:
             prefix += ["-u", name]
         prefix.append("--")
         prefix += [f"{name}={value}" for name, value in (env_set or {}).items()]
+    if prefixes:
+        # Only names that match a validated prefix are unset, so a value spanning lines cannot inject one.
+        cases = "|".join(f"{name}*" for name in prefixes)
+        script = ('for v in $(env | sed -n "s/^\\([A-Za-z_][A-Za-z0-9_]*\\)=.*/\\1/p"); do '
+                  f'case $v in {cases}) unset "$v";; esac; done; exec "$@"')
+        prefix = ["sh", "-c", script, "sh", *prefix]
     return " ".join(shlex.quote(word) for word in prefix + words)
 
 

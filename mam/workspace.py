@@ -80,7 +80,7 @@ class _ConfigError(Exception):
 
 def _unknown_keys(mapping: dict[object, object], allowed: tuple[str, ...], *where: str) -> None:
     """Refuse a key mam does not know: a misspelled `scrubs:` must not silently drop a scrub rule."""
-    from mam import yamlio
+    from mam.registry import yamlio
 
     for key in mapping:
         if key not in allowed:
@@ -90,7 +90,7 @@ def _unknown_keys(mapping: dict[object, object], allowed: tuple[str, ...], *wher
 
 
 def _patterns(env: dict[object, object], key: str) -> tuple[str, ...]:
-    from mam import yamlio
+    from mam.registry import yamlio
 
     value = env.get(key)
     if value is None:
@@ -106,7 +106,7 @@ def _patterns(env: dict[object, object], key: str) -> tuple[str, ...]:
 
 
 def _config(data: object, path: Path) -> Config:
-    from mam import yamlio
+    from mam.registry import yamlio
 
     if data is None:
         return Config(path)
@@ -132,7 +132,7 @@ def load_config(root: Path) -> Config:
     text = read_text(path, path, MAX_CONFIG_BYTES, "invalid_config", _CONFIG_HINT)
     if text is None:
         return Config(path)
-    from mam import yamlio
+    from mam.registry import yamlio
 
     document = yamlio.load_or_refuse(text, path, "invalid_config", _CONFIG_HINT)
     try:

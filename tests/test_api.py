@@ -42,6 +42,6 @@ def test_the_app_does_not_import_exec() -> None:
     import subprocess
     import sys
 
-    code = "import sys, mam.app; print('mam.passthrough' in sys.modules)"
+    code = "import sys, mam.app; print('mam.commands.passthrough' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "False"

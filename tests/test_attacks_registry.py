@@ -158,7 +158,7 @@ def test_a_duplicate_key_is_refused_with_its_line_and_never_rewritten(ws: Worksp
 
 def test_the_fast_path_refuses_a_duplicate_key_in_a_json_row() -> None:
     """A guard: the fast path already refused this line because it re-encodes it; now it says why."""
-    from mam import registry_text
+    from mam.registry import text as registry_text
 
     assert registry_text.fast_load('version: 1\nsessions:\n- {"name": "a", "name": "a", "server": "s"}\n') is None
 

@@ -19,7 +19,7 @@ import yaml
 
 from conftest import Tmux, Workspace
 from mam import runner
-from mam.model import CallContext, Failure, SpawnRequest
+from mam.plugin.records import CallContext, Failure, SpawnRequest
 from mam.testing import FakeRunner
 from mam_tmux.backend import TmuxBackend
 
@@ -262,7 +262,7 @@ def test_parallel_bootstraps_of_a_down_server_all_succeed_and_one_starts_it(ws: 
 def test_a_down_message_without_a_path_is_checked_at_the_servers_socket(tmp_path: Path, stderr: str) -> None:
     import socket as sockets
 
-    from mam.model import ErrorKind
+    from mam.plugin.records import ErrorKind
     from mam_tmux.backend import classify_stderr
 
     path = str(tmp_path / "s")

@@ -15,7 +15,7 @@ from typing import ClassVar
 import pytest
 
 from conftest import FAKES, FakeHerdr, base_env
-from mam.model import Backend, Failure
+from mam.plugin.records import Backend, Failure
 from mam.testing import BackendContract, FakeRunner
 from mam_herdr.backend import HerdrBackend
 from mam_tmux.backend import TmuxBackend
@@ -149,7 +149,7 @@ class TestTmuxContract(BackendContract):
 
 
 def test_fake_runner_lets_a_backend_run_without_its_binary(fake_runner: FakeRunner) -> None:
-    from mam.model import CallContext
+    from mam.plugin.records import CallContext
 
     fake_runner.answer(["tmux", "-N", "-L", "s1", "-u", "list-panes"], 0,
                        "$1\x1fagent\x1f0\x1f0\x1f%3\x1f42\x1f0\x1fclaude\x1f/repo\n")
@@ -174,7 +174,7 @@ class TestThirdPartyEchoContract(BackendContract):
 
     @pytest.fixture
     def backend(self, _installed: None) -> Backend:
-        from mam.plugins import Plugins
+        from mam.plugin.manager import Plugins
 
         return Plugins(os.environ).backend("echo")
 

@@ -11,7 +11,7 @@ import sys
 from functools import cache
 from pathlib import Path
 
-import mam.hookspecs
+import mam.plugin.spec
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = (ROOT / "docs" / "backends.md").read_text().replace("\\|", "|")
@@ -19,10 +19,10 @@ CLI_DOC = (ROOT / "docs" / "cli.md").read_text()
 
 
 def test_every_hook_is_documented_with_its_signature() -> None:
-    hooks = [name for name in dir(mam.hookspecs) if name.startswith("mam_")]
+    hooks = [name for name in dir(mam.plugin.spec) if name.startswith("mam_")]
     assert len(hooks) == 8
     for name in hooks:
-        signature = str(inspect.signature(getattr(mam.hookspecs, name))).replace("'", "")
+        signature = str(inspect.signature(getattr(mam.plugin.spec, name))).replace("'", "")
         assert f"`{name}{signature}`" in DOCS, f"{name}{signature} is not in docs/backends.md"
 
 

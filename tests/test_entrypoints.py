@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mam import entrypoints
+from mam.plugin import entrypoints
 
 
 def _groups() -> list[str]:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import inspect
 import os
 
-import mam.hookspecs
-from mam.hookspecs import hookimpl
-from mam.model import CommandResult, ErrorKind, Failure, ServerError
-from mam.plugins import Plugins
+import mam.plugin.spec
+from mam.plugin.manager import Plugins
+from mam.plugin.records import CommandResult, ErrorKind, Failure, ServerError
+from mam.plugin.spec import hookimpl
 
 
 class _SaysDownToEverything:
@@ -34,10 +34,10 @@ def test_a_classify_hook_cannot_call_a_process_fact_down() -> None:
 
 
 def test_every_hook_says_since_which_api_version() -> None:
-    hooks = [getattr(mam.hookspecs, n) for n in dir(mam.hookspecs) if n.startswith("mam_")]
-    assert isinstance(mam.hookspecs.HOOK_API, int) and mam.hookspecs.HOOK_API >= 1
+    hooks = [getattr(mam.plugin.spec, n) for n in dir(mam.plugin.spec) if n.startswith("mam_")]
+    assert isinstance(mam.plugin.spec.HOOK_API, int) and mam.plugin.spec.HOOK_API >= 1
     for hook in hooks:
         doc = inspect.getdoc(hook) or ""
         since = [int(w.rstrip(".")) for line in doc.splitlines() if line.startswith("Since hook API")
                  for w in line.split()[3:4]]
-        assert since and 1 <= since[0] <= mam.hookspecs.HOOK_API, hook.__name__
+        assert since and 1 <= since[0] <= mam.plugin.spec.HOOK_API, hook.__name__

@@ -90,16 +90,16 @@ def test_shim_routes_through_mam_and_never_calls_itself(ws: Workspace) -> None:
 ])
 def test_server_options_are_read_from_the_backend_declaration(backend: str, args: list[str],
                                                               refused: str | None) -> None:
-    from mam.passthrough import refused_option
-    from mam.plugins import Plugins
+    from mam.commands.passthrough import refused_option
+    from mam.plugin.manager import Plugins
 
     options = Plugins({}).spec(backend).server_options
     assert refused_option(args, options) == refused
 
 
 def test_a_third_party_backend_declares_its_own_server_options() -> None:
-    from mam.model import ServerOptions
-    from mam.passthrough import refused_option
+    from mam.commands.passthrough import refused_option
+    from mam.plugin.records import ServerOptions
 
     options = ServerOptions(names=("--socket", "-x"), valued=("-o",), before_command=True)
     assert refused_option(["-o", "v", "--socket=/s", "run"], options) == "--socket=/s"
@@ -133,8 +133,8 @@ def test_a_third_party_backend_declares_its_own_server_options() -> None:
     ("herdr", ["session", "stop", "mine", "--handoff"], False),
 ])
 def test_named_commands_are_read_from_the_backend_declaration(backend: str, args: list[str], allowed: bool) -> None:
-    from mam.passthrough import command_refusal, named_command
-    from mam.plugins import Plugins
+    from mam.commands.passthrough import command_refusal, named_command
+    from mam.plugin.manager import Plugins
 
     found = named_command(args, Plugins({}).spec(backend).server_options)
     refusal = None if found is None else command_refusal(*found, "mine", backend)
@@ -143,14 +143,14 @@ def test_named_commands_are_read_from_the_backend_declaration(backend: str, args
 
 def test_tmux_declares_no_named_command() -> None:
     # Every tmux command acts on the server -L selects (`list-commands` of tmux 3.3a): -L and -S cover it.
-    from mam.plugins import Plugins
+    from mam.plugin.manager import Plugins
 
     assert Plugins({}).spec("tmux").server_options.commands == ()
 
 
 def test_a_third_party_backend_declares_its_own_named_commands() -> None:
-    from mam.model import ServerCommand, ServerOptions
-    from mam.passthrough import command_refusal, named_command
+    from mam.commands.passthrough import command_refusal, named_command
+    from mam.plugin.records import ServerCommand, ServerOptions
 
     options = ServerOptions(valued=("-o",), commands=(ServerCommand(("drop",), flags=("-q",)),
                                                       ServerCommand(("drop-all",), every=True)))

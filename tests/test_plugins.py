@@ -17,15 +17,15 @@ PLUGINS = {
         import nonexistent_dependency_of_broken  # fails at import time
     ''',
     "mam_badhook_plugin.py": '''
-        from mam.hookspecs import hookimpl
+        from mam.plugin.spec import hookimpl
 
         @hookimpl
         def mam_list_agent(backend, server, ctx):  # misspelled: must be caught, not silently ignored
             return ()
     ''',
     "mam_clash_plugin.py": '''
-        from mam.hookspecs import hookimpl
-        from mam.model import BackendSpec
+        from mam.plugin.spec import hookimpl
+        from mam.plugin.records import BackendSpec
 
         @hookimpl
         def mam_backends():

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from mam import registry
 from mam.errors import MamError
-from mam.model import CommandResult, ErrorKind, Failure
+from mam.plugin.records import CommandResult, ErrorKind, Failure
 from mam_herdr.backend import HerdrBackend
 from mam_tmux.backend import TmuxBackend
 from mam_zellij.backend import ZellijBackend
@@ -143,7 +143,8 @@ row_values = st.recursive(
                                 st.lists(st.dictionaries(any_text, row_values, max_size=4), max_size=4)
                                 | row_values, max_size=4))
 def test_what_mam_writes_reads_back_the_same_through_yaml_and_the_fast_path(document: dict[str, Any]) -> None:
-    from mam import registry_text, yamlio
+    from mam.registry import text as registry_text
+    from mam.registry import yamlio
 
     text = registry_text.dump(document)
     assert yamlio.load(text) == (document or None)  # the file is YAML, and says exactly the document
@@ -161,7 +162,8 @@ def test_what_mam_writes_reads_back_the_same_through_yaml_and_the_fast_path(docu
                       min_size=1, max_size=3))
 def test_a_hand_edit_of_a_mam_written_file_is_never_read_differently_by_the_fast_path(
         rows: list[dict[str, Any]], edits: list[tuple[int, str, str]]) -> None:
-    from mam import registry_text, yamlio
+    from mam.registry import text as registry_text
+    from mam.registry import yamlio
 
     text = registry_text.dump({"version": 1, "sessions": rows})
     for position, kind, piece in edits:

@@ -12,8 +12,9 @@ import pytest
 import yaml
 
 from conftest import Workspace
-from mam import registry, registry_text
+from mam import registry
 from mam.errors import MamError
+from mam.registry import text as registry_text
 
 BOTH_FORMS = """\
 version: 1
@@ -265,7 +266,7 @@ def _add_row(name: str) -> registry.Change:
 
 def test_a_mam_write_is_yaml_with_one_json_row_per_line_read_without_the_yaml_parser(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from mam import yamlio
+    from mam.registry import yamlio
 
     path = tmp_path / "agent-sessions.yaml"
     registry.update(path, "herdr", _add_row("a"))
@@ -293,7 +294,8 @@ def test_a_mam_write_is_yaml_with_one_json_row_per_line_read_without_the_yaml_pa
     'sessions:\nherdr_sessions: []\n',
 ])
 def test_any_other_text_is_read_by_yaml_with_the_same_result(tmp_path: Path, text: str) -> None:
-    from mam import registry_text, yamlio
+    from mam.registry import text as registry_text
+    from mam.registry import yamlio
 
     path = tmp_path / "agent-sessions.yaml"
     path.write_text(text)

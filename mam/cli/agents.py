@@ -19,7 +19,7 @@ def bootstrap(ctx: typer.Context,
                                                   help="the server to start")],
               as_json: Json = False) -> int:
     call = begin(ctx, as_json)
-    from mam.commands import bootstrap_document
+    from mam.commands.inspect import bootstrap_document
 
     doc = bootstrap_document(call.open(), server)
     emit(doc, call.json, None if call.json else f"{doc['backend']} server {doc['server']} is up ({doc['message']})")
@@ -40,7 +40,7 @@ def spawn(ctx: typer.Context,
               "--command", metavar="CMD", help="run this command instead of the agent's own program")] = None,
           as_json: Json = False) -> int:
     call = begin(ctx, as_json, takes_trailing=True)
-    from mam.lifecycle import spawn_document
+    from mam.commands.lifecycle import spawn_document
 
     doc = spawn_document(call.open(), name, agent=agent, server=server, cwd=cwd, command=command,
                          args=[*(args or ()), *call.trailing], progress=not call.json)
@@ -62,7 +62,7 @@ def stop(ctx: typer.Context,
                              "server)")] = False,
          as_json: Json = False) -> int:
     call = begin(ctx, as_json)
-    from mam.lifecycle import stop_document
+    from mam.commands.lifecycle import stop_document
 
     doc = stop_document(call.open(), name, server, force=force, progress=not call.json)
     from mam.render import visible
@@ -92,7 +92,7 @@ def forget(ctx: typer.Context,
            dry_run: DryRun = False,
            as_json: Json = False) -> int:
     call = begin(ctx, as_json)
-    from mam.forget import forget_document
+    from mam.commands.forget import forget_document
 
     doc = forget_document(call.open(), names, server, force=force, dry_run=dry_run)
     emit(doc, call.json, _removed_text(doc))
@@ -109,7 +109,7 @@ def prune(ctx: typer.Context,
           dry_run: DryRun = False,
           as_json: Json = False) -> int:
     call = begin(ctx, as_json)
-    from mam.forget import prune_document
+    from mam.commands.forget import prune_document
 
     statuses = [s for s in (status or "terminated,stopped").split(",") if s]
     doc = prune_document(call.open(), statuses, older_than, dry_run=dry_run)
@@ -123,7 +123,7 @@ def exec_(ctx: typer.Context,
           server: Annotated[str | None, typer.Option("--server", metavar="NAME", autocompletion=complete.servers,
                                                      help="the server (default $MAM_SERVER)")] = None) -> int:
     call = begin(ctx, None, takes_trailing=True)
-    from mam.passthrough import exec_command
+    from mam.commands.passthrough import exec_command
 
     argv = [*(args or ()), *call.trailing]
     if not argv:

@@ -23,7 +23,7 @@ def status(ctx: typer.Context,
            as_json: Json = False) -> int:
     call = begin(ctx, as_json)
     from mam import render
-    from mam.status import status_document
+    from mam.commands.status import status_document
 
     app = call.open()
     with waiting("asking the servers for their agents", call.json):
@@ -46,7 +46,7 @@ def reconcile(ctx: typer.Context,
               as_json: Json = False) -> int:
     call = begin(ctx, as_json)
     from mam import render
-    from mam.reconcile import reconcile_document
+    from mam.commands.reconcile import reconcile_document
 
     if apply and dry_run:
         raise MamError("usage", "--apply and --dry-run contradict each other", hint="drop one of them")
@@ -80,8 +80,8 @@ def ls(ctx: typer.Context,
        as_json: Json = False) -> int:
     call = begin(ctx, as_json)
     from mam import render
-    from mam.commands import ls_document
-    from mam.model import ServerState
+    from mam.commands.inspect import ls_document
+    from mam.plugin.records import ServerState
 
     doc, outcome = ls_document(call.open(), server)
     emit(doc, call.json, None if call.json else render.ls_text(doc))
@@ -91,7 +91,7 @@ def ls(ctx: typer.Context,
 def backends(ctx: typer.Context, as_json: Json = False) -> int:
     call = begin(ctx, as_json)
     from mam import render
-    from mam.commands import backends_document
+    from mam.commands.inspect import backends_document
 
     doc = backends_document(call.open())
     emit(doc, call.json, None if call.json else render.backends_text(doc))
@@ -101,7 +101,7 @@ def backends(ctx: typer.Context, as_json: Json = False) -> int:
 def env(ctx: typer.Context, as_json: Json = False) -> int:
     call = begin(ctx, as_json)
     from mam import render
-    from mam.commands import env_document
+    from mam.commands.inspect import env_document
 
     doc = env_document(call.open())
     emit(doc, call.json, None if call.json else render.env_text(doc))

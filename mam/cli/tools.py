@@ -41,8 +41,8 @@ def skills_install(ctx: typer.Context,
     call = begin(ctx, as_json)
     from pathlib import Path
 
+    from mam.commands.skills import DEFAULT_DEST, install_skills
     from mam.render import visible
-    from mam.skills import DEFAULT_DEST, install_skills
 
     target = Path(dest) if dest else call.open().workspace.root / DEFAULT_DEST
     skills = [str(path) for path in install_skills(target, force=force)]
@@ -52,7 +52,7 @@ def skills_install(ctx: typer.Context,
 
 def demo(ctx: typer.Context, as_json: Json = False) -> int:
     call = begin(ctx, as_json)
-    from mam.demo import run_demo
+    from mam.commands.demo import run_demo
 
     if not call.json:
         return run_demo(print)

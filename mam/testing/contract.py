@@ -18,8 +18,8 @@ from typing import ClassVar
 import pytest
 
 from mam import envscrub
-from mam.defaults import fallback_classification
-from mam.model import (
+from mam.plugin.builtin import fallback_classification
+from mam.plugin.records import (
     Agent,
     Backend,
     BackendSpec,
@@ -55,7 +55,7 @@ class BackendContract:
 
     @pytest.fixture
     def spec(self, backend: Backend) -> BackendSpec:
-        from mam.plugins import Plugins
+        from mam.plugin.manager import Plugins
 
         return Plugins(os.environ).spec(backend.name)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from mam.model import CommandResult
+from mam.plugin.records import CommandResult
 
 
 @dataclass

@@ -12,7 +12,7 @@ from typing import Any
 
 from mam import registry
 from mam.app import App
-from mam.commands import rows_named, snapshot, unchanged_rows
+from mam.commands.rows import rows_named, snapshot, unchanged_rows
 from mam.errors import MamError
 from mam.names import check_name
 from mam.registry import ACTIVE_STATUSES, Row

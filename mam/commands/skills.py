@@ -16,8 +16,8 @@ DEFAULT_DEST = Path(".agents") / "skills"
 
 
 def skills_source() -> Path:
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "_skills", here.parent / "skills"):
+    package = Path(__file__).resolve().parents[1]  # mam/
+    for candidate in (package / "_skills", package.parent / "skills"):
         if candidate.is_dir():
             return candidate
     raise MamError("operation_failed", "mam's skills are missing from this installation",

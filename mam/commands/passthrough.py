@@ -8,11 +8,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from mam.app import App
-from mam.commands import start_server
 from mam.errors import MamError
-from mam.model import CallContext, ServerCommand, ServerOptions, ServerState
 from mam.names import check_name
-from mam.query import query_server
+from mam.plugin.records import CallContext, ServerCommand, ServerOptions, ServerState
+from mam.servers import query_server, start_server
 from mam.shims import SHIM_GUARD, is_native_binary, is_shim, path_without_shims
 
 

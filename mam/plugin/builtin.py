@@ -7,8 +7,7 @@ from typing import Any, cast
 
 from mam.envscrub import DEFAULT_RULES
 from mam.errors import MamError
-from mam.hookspecs import hookimpl
-from mam.model import (
+from mam.plugin.records import (
     Agent,
     Backend,
     BootstrapContext,
@@ -22,6 +21,7 @@ from mam.model import (
     SpawnResult,
     StopResult,
 )
+from mam.plugin.spec import hookimpl
 
 
 def _first_line(text: str) -> str:

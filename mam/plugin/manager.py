@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 import pluggy
 
-from mam import hookspecs
-from mam.defaults import CoreDefaults, process_classification
 from mam.errors import MamError
-from mam.model import (
+from mam.plugin import spec as hookspecs
+from mam.plugin.builtin import CoreDefaults, process_classification
+from mam.plugin.records import (
     Agent,
     Backend,
     BackendSpec,
@@ -32,7 +32,7 @@ from mam.model import (
 )
 
 if TYPE_CHECKING:
-    from mam.entrypoints import EntryPoint
+    from mam.plugin.entrypoints import EntryPoint
 
 ENTRY_POINT_GROUP = "mam.backends"
 BUILTIN_PLUGINS = ("mam_herdr.plugin",)  # herdr ships with mam and is the default backend
@@ -81,7 +81,7 @@ class Plugins:
         self._entry_point_cache: dict[str, EntryPoint] | None = None
         self._deselected: dict[str, str] = {}  # entry point name -> the variable that keeps it out
         self._loaded: set[str] = set()
-        self._register(CoreDefaults(), "mam.defaults", "mam (built in)")
+        self._register(CoreDefaults(), "mam.plugin.builtin", "mam (built in)")
         for module_name in BUILTIN_PLUGINS:
             self._register(importlib.import_module(module_name), module_name, "mam (built in)")
 
@@ -117,7 +117,7 @@ class Plugins:
         """The `mam.backends` entry points allowed by MAM_LOAD_PLUGINS / MAM_DISABLE_PLUGINS, read by name
         without importing any of them."""
         if self._entry_point_cache is None:
-            from mam.entrypoints import entry_points  # only for commands that need them
+            from mam.plugin.entrypoints import entry_points  # only for commands that need them
 
             found = entry_points(ENTRY_POINT_GROUP)
             self._entry_point_cache = {ep.name: ep for ep in found if _selected(ep.name, self.env)}

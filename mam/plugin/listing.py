@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mam.model import Agent, Backend, CallContext, ErrorKind, Failure, StopResult
+from mam.plugin.records import Agent, Backend, CallContext, ErrorKind, Failure, StopResult
 
 
 def find_for_stop(backend: Backend, server: str, name: str, ctx: CallContext) -> Agent | StopResult:

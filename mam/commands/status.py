@@ -7,10 +7,10 @@ from typing import Any
 
 from mam.app import App
 from mam.errors import MamError
-from mam.model import Agent, CallContext, ServerOutcome, ServerState
 from mam.names import check_name
-from mam.query import ServerKey, query_servers
+from mam.plugin.records import Agent, ServerOutcome, ServerState
 from mam.registry import Row
+from mam.servers import outcomes_for, resolve_explicit_backend
 
 
 def live_agent(row: Row, outcome: ServerOutcome | None) -> tuple[str, Agent | None]:
@@ -31,29 +31,6 @@ def session_entry(row: Row, outcome: ServerOutcome | None) -> dict[str, Any]:
         "cwd": (agent.cwd if agent and agent.cwd else row.cwd),
         "pane_id": (agent.pane_id if agent and agent.pane_id else row.pane_id),
     }
-
-
-def resolve_explicit_backend(app: App) -> str | None:
-    """An explicitly selected backend must exist and load (exit 3 or 4); its binary may still be missing."""
-    explicit = app.explicit_backend
-    if explicit is not None:
-        app.plugins.backend(explicit)
-    return explicit
-
-
-def call_context(app: App) -> CallContext:
-    return CallContext(timeout=app.timeout, env=app.backend_env)
-
-
-def outcomes_for(app: App, keys: set[ServerKey]) -> Mapping[ServerKey, ServerOutcome]:
-    if not keys:
-        return {}
-    for backend in sorted({b for b, _ in keys}):  # first, so that their scrub rules shape the client env
-        try:
-            app.plugins.backend(backend)
-        except MamError:
-            pass  # its servers come back unknown, with the reason
-    return query_servers(app.plugins, keys, call_context(app))
 
 
 def status_document(app: App, servers: Sequence[str] = ()) -> dict[str, Any]:

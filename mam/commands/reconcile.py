@@ -11,12 +11,12 @@ from typing import Any
 
 from mam import registry
 from mam.app import App
-from mam.commands import snapshot, unchanged_rows
-from mam.model import Agent, ServerOutcome, ServerState
+from mam.commands.rows import snapshot, unchanged_rows
+from mam.commands.status import live_agent
 from mam.names import is_valid_name
-from mam.query import ServerKey
+from mam.plugin.records import Agent, ServerOutcome, ServerState
 from mam.registry import Row, RowKey
-from mam.status import live_agent, outcomes_for, resolve_explicit_backend
+from mam.servers import ServerKey, outcomes_for, resolve_explicit_backend
 
 
 @dataclass(frozen=True)

@@ -16,15 +16,15 @@ from typing import Any
 
 from mam import registry
 from mam.app import App
-from mam.commands import require_binary, rows_named, snapshot, start_server, unchanged_rows
-from mam.defaults import optional_operation
+from mam.commands.rows import rows_named, snapshot, unchanged_rows
+from mam.commands.status import session_entry
 from mam.errors import MamError
-from mam.model import Agent, BackendSpec, CallContext, Failure, ServerOutcome, ServerState, SpawnRequest
 from mam.names import check_name
+from mam.plugin.builtin import optional_operation
+from mam.plugin.records import Agent, BackendSpec, CallContext, Failure, ServerOutcome, ServerState, SpawnRequest
 from mam.progress import waiting
-from mam.query import query_server
 from mam.registry import Row, RowKey
-from mam.status import session_entry
+from mam.servers import query_server, require_binary, start_server
 
 # The executable of each agent kind mam knows; anything else runs with --command.
 AGENT_COMMANDS: dict[str, tuple[str, ...]] = {

@@ -4,7 +4,7 @@ Reading never writes. Writing takes an exclusive lock, re-reads the file, applie
 document, and replaces the file atomically (temporary file, fsync, rename, directory fsync), so a reader
 never sees a partial file and two writers never lose each other's change. A file that does not parse or
 validate is never rewritten. mam writes one JSON row per line (still YAML), which reads back without the
-YAML parser: see mam/registry_text.py.
+YAML parser: see mam/registry/text.py.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mam import registry_text
 from mam.errors import MamError
 from mam.names import NAME_PATTERN
+from mam.registry import text as registry_text
 from mam.safefile import lock_within, read_text
 
 ACTIVE_STATUSES = frozenset({"starting", "running"})
@@ -83,7 +83,7 @@ class _Invalid(Exception):
 
 def _line_of(text: str, err: _Invalid) -> int | None:
     """Find the line of the offending row (or its field). Only run on the error path: it parses again."""
-    from mam import yamlio
+    from mam.registry import yamlio
 
     path = [step for step in (err.list_key, err.index, err.field) if step is not None]
     return yamlio.line_of(text, path, at_key=err.field is not None)
@@ -91,7 +91,7 @@ def _line_of(text: str, err: _Invalid) -> int | None:
 
 def _brief(value: Any) -> str:
     """A value for a message, bounded whatever it holds (a hand edit can put megabytes in one field)."""
-    from mam import yamlio
+    from mam.registry import yamlio
 
     return yamlio.brief(value)
 
@@ -173,7 +173,7 @@ _HAND_FIX = "fix the file by hand; mam never rewrites a registry it cannot read"
 
 def parse(text: str, path: Path, default_backend: str) -> tuple[dict[str, Any], tuple[Row, ...]]:
     """Parse and validate registry text; raise `invalid_registry` naming the file and line."""
-    from mam import yamlio  # only for files not in the form mam writes (mam/registry_text.py)
+    from mam.registry import yamlio  # only for files not in the form mam writes (mam/registry/text.py)
 
     document = yamlio.load_or_refuse(text, path, "invalid_registry", _HAND_FIX)
     try:
@@ -327,7 +327,7 @@ def update(path: Path, default_backend: str, change: Change) -> Registry:
         try:  # validate the changed document itself: a change can never leave an invalid file behind
             document, rows = _validate(document, default_backend)
         except _Invalid as err:
-            from mam import yamlio
+            from mam.registry import yamlio
             raise MamError("invalid_registry", f"{path}: refusing to write: {yamlio.cap(err.message)}") from None
         _refuse_read_only(target, path)
         _write_atomically(target, registry_text.dump(document), path)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pluggy
 
-from mam.model import (
+from mam.plugin.records import (
     Agent,
     Backend,
     BackendSpec,

@@ -15,10 +15,10 @@ from typing import Any
 
 from mam import render, runner
 from mam.app import App
+from mam.commands.lifecycle import spawn_document
+from mam.commands.reconcile import reconcile_document
+from mam.commands.status import status_document
 from mam.errors import MamError
-from mam.lifecycle import spawn_document
-from mam.reconcile import reconcile_document
-from mam.status import status_document
 
 SERVER = "mam-demo"
 AGENTS = ("demo-claude", "demo-codex")

@@ -1,0 +1,66 @@
+"""The documents of `ls`, `bootstrap`, `backends` and `env`: backend-agnostic, through the hooks."""
+
+from __future__ import annotations
+
+import shutil
+from typing import Any
+
+from mam.app import App
+from mam.errors import MamError
+from mam.names import check_name
+from mam.plugin.records import ServerOutcome, ServerState
+from mam.servers import call_context, query_server, require_binary, start_server
+
+
+def ls_document(app: App, server: str) -> tuple[dict[str, Any], ServerOutcome]:
+    check_name(server, "server name")
+    app.plugins.backend(app.backend_name)
+    outcome = query_server(app.plugins, app.backend_name, server, call_context(app))
+    require_binary(app, outcome.error.kind if outcome.error else None, "mam ls needs it")
+    return ({"schema": 1, "server": outcome.as_json(), "agents": [a.as_json() for a in outcome.agents]}, outcome)
+
+
+def bootstrap_document(app: App, server: str) -> dict[str, Any]:
+    check_name(server, "server name")
+    result, log_path = start_server(app, server)
+    plan = app.server_plan
+    return {"schema": 1, "backend": app.backend_name, "server": server, "state": ServerState.UP.value,
+            "started": result.started, "pid": result.pid, "log": str(log_path) if result.started else None,
+            "removed_env": [d.name for d in plan.removed], "message": result.message}
+
+
+def backends_document(app: App) -> dict[str, Any]:
+    plugins = app.plugins
+    specs = plugins.specs()
+    ctx = call_context(app)
+    entries: list[dict[str, Any]] = []
+    for spec in specs:
+        path = shutil.which(spec.executable, path=app.backend_env.get("PATH")) if spec.executable else None
+        version, error = None, None
+        try:
+            backend = plugins.backend(spec.name)
+            version = backend.version(ctx) if path else None
+        except MamError as exc:
+            error = exc.message
+        entries.append({"name": spec.name, "provider": spec.provider, "description": spec.description,
+                        "executable": spec.executable, "binary": path, "found": path is not None,
+                        "version": version, "default": spec.name == app.backend_name, "error": error})
+    for problem in plugins.problems:
+        entries.append({"name": problem.plugin, "provider": problem.provider, "description": None,
+                        "executable": None, "binary": None, "found": False, "version": None, "default": False,
+                        "error": problem.error})
+    return {"schema": 1, "backends": entries}
+
+
+def env_document(app: App) -> dict[str, Any]:
+    plan = app.server_plan
+    return {
+        "schema": 1,
+        "workspace": str(app.workspace.root),
+        "removed": [{"name": d.name, "rule": d.rule.pattern, "source": d.rule.source} for d in plan.removed],
+        "kept": [{"name": d.name, "rule": d.rule.pattern, "source": d.rule.source, "kept_by": d.kept_by.pattern,
+                  "kept_source": d.kept_by.source} for d in plan.kept if d.kept_by is not None],
+        "variables": len(plan.env),
+    }
+
+

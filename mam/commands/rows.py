@@ -1,0 +1,40 @@
+"""Finding the rows a command means, and writing only to rows nobody changed since they were read."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from mam.errors import MamError
+from mam.registry import Registry, Row, RowKey
+
+if TYPE_CHECKING:
+    from mam.app import App
+
+
+def rows_named(app: App, reg: Registry, name: str, server: str | None) -> list[Row]:
+    """The rows a command about agent `name` means: of the backend chosen explicitly (--backend,
+    $MAM_BACKEND), else of any backend, since the row itself says which; on `server` when given. More than one
+    is refused, saying what to add."""
+    explicit = app.explicit_backend
+    rows = [r for r in reg.rows if r.name == name and (explicit is None or r.backend == explicit)
+            and (server is None or r.server == server)]
+    if len(rows) > 1:
+        where = ", ".join(sorted(f"{r.backend} server {r.server}" for r in rows))
+        several_backends = len({r.backend for r in rows}) > 1
+        raise MamError("usage", f"{name} is registered on several servers ({where})",
+                       hint="pass --backend NAME and --server NAME" if several_backends else "pass --server NAME")
+    return rows
+
+
+def snapshot(row: Row) -> dict[str, Any]:
+    """The row as it was read, for `unchanged_rows` to compare the re-read registry against."""
+    return copy.deepcopy(row.raw)
+
+
+def unchanged_rows(rows: tuple[Row, ...], seen: Mapping[RowKey, Mapping[str, Any]]) -> list[Row]:
+    """Those of the freshly re-read `rows` (under the registry lock) that are still exactly as `seen` (their
+    snapshots, by key): a row another command rewrote meanwhile (a re-spawn, a stop, a reconcile, a hand edit)
+    is theirs, and a write planned on the old one leaves it alone."""
+    return [row for row in rows if row.key in seen and row.raw == seen[row.key]]
