@@ -81,7 +81,8 @@ def test_wrap_puts_the_destination_after_double_dash_and_one_command_string(cont
 
 
 def test_remote_command_refuses_what_it_cannot_pass() -> None:
-    for argv, kwargs in ((["-V"], {}), (["a=b"], {"env_unset": ["X"]}), (["x\0"], {}), ([], {}),
+    for argv, kwargs in ((["-V"], {}), (["tmux"], {"env_unset": ["A*B*"]}), (["tmux"], {"env_unset": ["*"]}),
+                         (["a=b"], {"env_unset": ["X"]}), (["x\0"], {}), ([], {}),
                          (["tmux"], {"env_unset": ["A B"]}), (["tmux"], {"env_set": {"X;": "1"}})):
         with pytest.raises(ValueError):
             remote_command(argv, **kwargs)
@@ -157,6 +158,11 @@ def test_hostile_arguments_reach_the_remote_side_byte_for_byte(sshd: Sshd, maste
     result = _remote(sshd, masters, [*PRINT_ARGV, *HOSTILE_WORDS])
     assert result.returncode == 0, result
     assert json.loads(result.stdout) == HOSTILE_WORDS
+    # the same through the sh loop that unsets prefixes, and env's assignments
+    wrapped = _remote(sshd, masters, [*PRINT_ARGV, *HOSTILE_WORDS], env_unset=["TMUX", "HERDR_*"],
+                      env_set={"MAM_X": "$(id)"})
+    assert wrapped.returncode == 0, wrapped
+    assert json.loads(wrapped.stdout) == HOSTILE_WORDS
     assert not Path("/tmp/mam-pwned").exists()
 
 
@@ -167,12 +173,14 @@ def test_markers_of_the_caller_never_reach_the_remote_side(sshd: Sshd, masters: 
     env = {**sshd.env, "TMUX": "/x,1,0", "HERDR_ENV": "1"}
     show = ["python3", "-c", "import os, json; print(json.dumps(sorted(os.environ)))"]
     plain = json.loads(_remote(sshd, masters, show, config=config, env=env).stdout)
-    assert "TMUX" not in plain and "HERDR_ENV" not in plain and "SSH_CONNECTION" in plain
+    assert "TMUX" not in plain and "HERDR_ENV" not in plain
+    assert {"SSH_CONNECTION", "SSH_CLIENT", "HOME"} <= set(plain)  # what sshd itself sets there
+    # Unsetting works on the remote side, by name and by prefix (the scrub's PREFIX_* rules).
     scrubbed = _remote(sshd, masters, show, config=config, env=env,
-                       env_unset=["SSH_CONNECTION", "TMUX", "HERDR_ENV"], env_set={"MAM_MARK": "a b"})
-    names = json.loads(scrubbed.stdout)
-    assert "SSH_CONNECTION" not in names and "TMUX" not in names and "HERDR_ENV" not in names
-    assert "MAM_MARK" in names
+                       env_unset=["SSH_CONNECTION", "SSH_CLI*", "TMUX", "HERDR_*"], env_set={"MAM_MARK": "a b"})
+    names = set(json.loads(scrubbed.stdout))
+    assert not names & {"SSH_CONNECTION", "SSH_CLIENT", "TMUX", "HERDR_ENV"}
+    assert {"MAM_MARK", "HOME"} <= names
 
 
 def test_a_stopped_sshd_is_connection_refused(sshd: Sshd, control: Path) -> None:
