@@ -236,3 +236,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.tmux)
         if on_tmux or item.path.name in SLOW_MODULES:
             item.add_marker(pytest.mark.slow)
+
+
+from sshd import sshd_fixture  # noqa: E402,F401 - the real-sshd fixture `sshd` (tests/sshd.py)

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sshd import Sshd, sshd_fixture  # noqa: F401 - the fixture, until conftest imports it
+from sshd import Sshd
 
 from mam import runner
 from mam.errors import MamError
