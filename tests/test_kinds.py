@@ -348,3 +348,91 @@ def test_the_how_to_in_docs_states_md_works(tmp_path: Path) -> None:
     changed = load_library(_override(tmp_path, blocks[2]))
     assert {r.id: r.lines for r in changed.kinds["claude"].rules}["claude.spinner"] == 14
     load_library(_override(tmp_path, blocks[0]))  # the format example is a valid file too
+
+
+# Screens as the agents draw them, one or more per shipped rule: every rule is matched by what it is for.
+CLAUDE_BOX = BOX + "\n❯\n" + BOX + "\n"
+SAMPLES: dict[str, list[str]] = {
+    "generic.proceed": ["Delete 3 files.\nDo you want to proceed?\n"],
+    "generic.yes_no": ["Continue? [Y/n] \n", "Really? (y/n): \n", "Overwrite? (Y)es/(N)o [Yes]:\n"],
+    "generic.press_enter": ["Installed.\nPress Enter to continue...\n"],
+    "claude.permission": [" Do you want to make this edit to queue.py?\n ❯ 1. Yes\n   2. No\n",
+                          " Do you want to create notes.md?\n ❯ 1. Yes\n",
+                          "Do you want to allow this connection?\n ❯ 1. Yes\n"],
+    "claude.plan": ["Would you like to proceed?\n ❯ 1. Yes\n", "Ready to submit your answers?\n❯ 1. Submit answers\n",
+                    "Review your answers\n ● Which queue?\n"],
+    "claude.menu": ["Claude in Chrome wants to navigate on example.com\n❯ 1. Allow\n"
+                    "  2. Allow all actions on example.com for this session\n  3. Deny (esc)\n"],
+    "claude.form": ["Pick one\n  1. a\n  2. b\nEnter to select · ↑/↓ to navigate · Esc to cancel\n",
+                    "  Esc to cancel · Tab to amend · ctrl+e to explain\n"],
+    "claude.trust": ["Do you trust the files in this folder?\n\n /work/repo\n",
+                     "Waiting for permission\n", "Run a dynamic workflow?\n"],
+    "claude.spinner": ["✳ Simplifying recompute_tangents… (2m 18s · ↓ 4.8k tokens)\n" + CLAUDE_BOX],
+    "claude.interrupt": ["Googling. (ctrl+c to interrupt\n" + CLAUDE_BOX,
+                         CLAUDE_BOX + "  esc to interrupt · ctrl+t to hide tasks · ↓ to manage\n"],
+    "claude.background": ["✻ Crunched for 7s · 1 shell still running\n" + CLAUDE_BOX,
+                          "Waiting for 2 background agents to finish\n" + CLAUDE_BOX],
+    "claude.footer": [CLAUDE_BOX + "  ⏵⏵ accept edits on (shift+tab to cycle)\n"],
+    "claude.input": [CLAUDE_BOX],
+    "claude.turn_over": ["⎿  Interrupted · What should Claude do instead?\n", "✻ Worked for 1m 52s\n"],
+    "codex.confirm": ["› 1. Yes, continue\n  2. No, quit\n\n  Press enter to continue\n",
+                      "› 1. Allow\n  4. Cancel\n enter to submit | esc to cancel\n"],
+    "codex.question": ['Allow the chrome-devtools MCP server to run tool "new_page"?\n› 1. Allow\n',
+                       "Would you like to make the following edits?\n\n  queue.py (+3 -1)\n",
+                       "> You are in /work\nDo you trust the contents of this directory?\n› 1. Yes, continue\n"],
+    "codex.allow_old": ["Allow command?\n  $ ls\n", "Run it? [y/n]\n"],
+    "codex.status": ["◦ Fixing bug in queue region (3m 22s • esc to interrupt)\n\n› Ask\n",
+                     "• Working (2m 10s)\n\n› Ask\n"],
+    "codex.interrupt": ["Running tests esc to interrupt\n› \n"],
+    "codex.composer": ["▌ Find and fix a bug in @filename\n⏎ send ⇧⏎ newline ⌃T transcript ⌃C quit\n"],
+    "codex.turn_over": ["■ Conversation interrupted - tell the model what to do differently\n",
+                        "<< Code review finished >>\n", "─ Worked for 1m 52s ──────\n"],
+    "gemini.confirm": ["│ Apply this change?\n│ ● 1. Allow once\n", "│ Do you want to proceed?\n"],
+    "gemini.options": ["● Yes, allow once\n○ Yes, always allow tool\n○ No (esc)\n",
+                       "⠏ Waiting for user confirmation\n"],
+    "gemini.loading": ["⠼ Counting electrons\n(esc to cancel, 12s)\n"],
+    "gemini.input": ["│ >   Type your shell command │\n", "Press 'i' for INSERT mode.\n"],
+    "opencode.permission": ["Permission Required\n Allow (a) Deny (d)\n"],
+    "opencode.question": ["┃ Which?\n  ↑↓ select  enter submit  esc dismiss\n"],
+    "opencode.interrupt": ["  ⬝⬝⬝⬝⬝■■■  esc again to interrupt\n"],
+    "opencode.input": ["> \npress enter to send\n"],
+    "grok.permission": ["◆ Choose\n  Esc:unselect │ Tab:scrollback │ Shift+x:dismiss\n",
+                        "  Yes, proceed   No, reject\n  ←/→:scope\n"],
+    "grok.options": ["◆ Run ls\n┃  2 (○) Yes, proceed\n┃  z (○) Type your answer here\n"],
+    "grok.status": ["⠋ Waiting… 1.8s\n  Ctrl+c:cancel  Ctrl+Enter:interject\n"],
+    "grok.footer": ["╰────╯\n  Ctrl+.:shortcuts\n"],
+    "hermes.approval": ["Allow once\nAllow for this session\n", "⚠️  DANGEROUS COMMAND: rm -rf /tmp\n"],
+    "hermes.spinner": ["◠ (⊙_⊙) contemplating... (2.4s)\n"],
+    "hermes.interrupt": ["┊ 💻 terminal 'ls -la' (0.3s)\n msg=interrupt\n"],
+    "hermes.prompt": ["⚡\n"],
+    "aider.confirm": ["Create new file? (Y)es/(N)o [Yes]: \n",
+                      "Allow edits to file that has not been added to the chat? (Y)es/(N)o [No]:\n"],
+    "aider.waiting": ["> fix it\nWaiting for gpt-5\n"],
+    "aider.prompt": ["ask> \n", "architect> \n", "> \n"],
+    "cursor.approval": ["  Write to this file?\n  → Proceed (y)\n", "Waiting for approval...\n"],
+    "cursor.working": ["⬢ Grepping..\n"],
+    "cursor.followup": ["→ Add a follow-up\n"],
+}
+
+
+def test_every_shipped_rule_has_samples() -> None:
+    assert set(SAMPLES) == {rule.id for kind in SHIPPED.kinds.values() for rule in kind.rules}
+
+
+@pytest.mark.parametrize("rule", sorted(SAMPLES))
+def test_a_shipped_rule_matches_what_its_agent_draws(rule: str) -> None:
+    kind = rule.split(".")[0]
+    for screen in SAMPLES[rule]:
+        assert classify_screen(SHIPPED, kind, screen).rule == rule, screen
+
+
+def test_near_misses_are_not_read_as_states() -> None:
+    # Aider's notification is not a model call; a line merely mentioning a prompt is not one.
+    assert classify_screen(SHIPPED, "aider", "Aider is waiting for your input\n").state != "working"
+    assert classify_screen(SHIPPED, "aider", "We added (Y)es/(N)o prompts to the docs.\n") == UNKNOWN
+    # An OpenCode header mid-turn is not idle evidence; a Codex dev server alone is not working.
+    assert classify_screen(SHIPPED, "opencode", "▣  Build · GPT-5 Mini\n") == UNKNOWN
+    server = "1 background terminal running · /ps to view · /stop to close\n"
+    assert classify_screen(SHIPPED, "codex", server) == UNKNOWN
+    # Claude's transcript viewer is neither idle nor working.
+    assert classify_screen(SHIPPED, "claude", "Showing detailed transcript · ctrl+o to toggle\n") == UNKNOWN

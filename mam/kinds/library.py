@@ -89,7 +89,7 @@ class Library:
         if entry is None:
             return None
         found: str | None = None
-        for _option, value, is_option in _session_words(entry.session_options, args):
+        for value, is_option in _session_words(entry.session_options, args):
             if is_option and value:
                 found = value
         return found
@@ -107,7 +107,7 @@ class Library:
 
             raise MamError("invalid_name", f"agent session id {yamlio.brief(session, 80)} cannot be resumed: "
                            "it is empty, starts with '-' or holds spaces or control characters")
-        kept = [word for _option, word, is_option in _session_words(entry.session_options, args) if not is_option]
+        kept = [word for word, is_option in _session_words(entry.session_options, args) if not is_option]
         head, tail = _split_dashdash(kept)
         out = [program]
         for word in entry.resume:
@@ -117,7 +117,7 @@ class Library:
                 out.append(session)
             else:
                 out.append(word)
-        return out + tail
+        return out + tail if "{args}" in entry.resume else out
 
 
 def _split_dashdash(words: list[str]) -> tuple[list[str], list[str]]:
@@ -127,28 +127,29 @@ def _split_dashdash(words: list[str]) -> tuple[list[str], list[str]]:
     return words, []
 
 
-def _session_words(options: Sequence[str], args: Sequence[str]) -> list[tuple[str | None, str, bool]]:
-    """`args` as (option, value, is_option) triples: for a session option, (option, its value or "", True),
-    its value folded in; for any other word, (None, word, False)."""
-    out: list[tuple[str | None, str, bool]] = []
+def _session_words(options: Sequence[str], args: Sequence[str]) -> list[tuple[str, bool]]:
+    """`args` as (word, is_session_option) pairs: a session option and its value fold into one pair, (the
+    value or "" when none was given, True); any other word is (word, False)."""
+    out: list[tuple[str, bool]] = []
     index, positional = 0, False
     while index < len(args):
         word = args[index]
         index += 1
         if positional or word == "--":
-            positional = positional or word == "--"
-            out.append((None, word, False))
+            positional = True
+            out.append((word, False))
             continue
         name, eq, value = word.partition("=")
         if name in options and eq:
-            out.append((name, value, True))
+            out.append((value, True))
         elif word in options:
+            value = ""
             if index < len(args) and args[index] and not args[index].startswith("-"):
                 value = args[index]
                 index += 1
-            out.append((word, value, True))
+            out.append((value, True))
         else:
-            out.append((None, word, False))
+            out.append((word, False))
     return out
 
 
