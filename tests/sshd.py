@@ -11,6 +11,7 @@ it at the test's configuration: every client call here passes `-F sshd.config_pa
 from __future__ import annotations
 
 import os
+import pwd
 import shutil
 import signal
 import socket
@@ -128,7 +129,7 @@ class Sshd:
 
 
 def _client_config(path: Path, root: Path, port: int, key: Path) -> None:
-    user = os.environ.get("USER") or __import__("pwd").getpwuid(os.getuid()).pw_name
+    user = pwd.getpwuid(os.getuid()).pw_name  # not $USER: sshd logs in the passwd entry's user
     path.write_text(
         f"Host {ALIAS}\n"
         f"    HostName 127.0.0.1\n"
