@@ -69,8 +69,10 @@ def check_host(host: str) -> str:
 
 def split_host(host: str) -> tuple[str, int | None]:
     """The destination and port ssh gets for a host check_host accepted: `h:22` is `-p 22` and `h`."""
+    if is_local(host):
+        raise ValueError(f"not a remote host: {host!r}")
     match = _HOST_RE.fullmatch(check_host(host))
-    if match is None or host == LOCAL:
+    if match is None:  # check_host accepted it, so it matched
         raise ValueError(f"not a remote host: {host!r}")
     user = host[:host.index("@") + 1] if "@" in host else ""
     port = match["port"] or match["port6"]

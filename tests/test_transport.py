@@ -55,6 +55,8 @@ def test_accepted_hosts_map_to_a_destination_and_port(host: str, dest: str, port
 def test_empty_and_local_mean_this_machine(host: str) -> None:
     assert check_host(host) == LOCAL
     with pytest.raises(ValueError):
+        split_host(host)
+    with pytest.raises(ValueError):
         SshTransport(host, Path("/tmp"), 5)
 
 
