@@ -225,7 +225,7 @@ class SshTransport:
         ssh's only when the last line of stderr is one of ssh's own messages."""
         if returncode != 255:
             return None
-        lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+        lines = [line.strip() for line in strip_noise(stderr).splitlines() if line.strip()]
         if not lines:
             return None
         last = lines[-1]
@@ -236,6 +236,14 @@ class SshTransport:
                 return kind, f"ssh to {self.host}: {what} ({_printable(last)})"
         return None
 
+    def clean(self, result: CommandResult) -> CommandResult:
+        """`result` with ssh's own notices taken out of its stderr, so that a backend reads the remote
+        command's stderr as if it had run here (its first line is what a backend classifies)."""
+        from dataclasses import replace
+
+        stderr = strip_noise(result.stderr)
+        return result if stderr == result.stderr else replace(result, stderr=stderr)
+
     def classify(self, result: CommandResult) -> ServerError | None:
         """A ServerError (never server_down) when the ssh client failed, None when the remote command did."""
         if result.not_found:
@@ -245,6 +253,16 @@ class SshTransport:
             return ServerError(ErrorKind.UNKNOWN, f"ssh to {self.host}: {result.os_error}")
         found = self.classify_ssh(result.returncode, result.stderr)
         return None if found is None else ServerError(*found)
+
+
+# What ssh says at LogLevel=ERROR on a call that then runs normally: calls racing to become the master of a
+# host's shared connection (a status asks its servers in parallel) all but one run unshared and print this.
+_NOISE = re.compile(r"ControlSocket .* already exists, disabling multiplexing\r?\n?")
+
+
+def strip_noise(stderr: str) -> str:
+    """`stderr` without ssh's notices about connection sharing (each a line of its own)."""
+    return "".join(line for line in stderr.splitlines(keepends=True) if not _NOISE.fullmatch(line))
 
 
 def _printable(text: str, limit: int = 200) -> str:
@@ -273,7 +291,7 @@ _SSH_MESSAGES: tuple[tuple[re.Pattern[str], ErrorKind, str], ...] = tuple(
         (r"(?:Disconnected from|Bad owner or permissions on) .*", _U, "ssh failed"),
         (r".*: terminating, \d+ bad configuration options?|.*: line \d+: Bad configuration option: .*", _U,
          "bad ssh configuration"),
-        (r"(?:Control socket connect|mux_client_|ControlSocket |unix_listener: |ControlPath too long).*", _U,
+        (r"(?:Control socket connect|mux_client_|unix_listener: |ControlPath too long).*", _U,
          "the shared connection failed"),
         (r"ssh: .*", _U, "ssh failed"),
     ))

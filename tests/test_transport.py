@@ -130,6 +130,10 @@ def test_only_ssh_s_own_last_words_are_ssh_failures() -> None:
     assert transport.classify_ssh(255, "tmux: lost server\n") is None  # the remote command's own 255
     assert transport.classify_ssh(1, "u@h: Permission denied (publickey).\n") is None  # ssh exits 255
     assert transport.classify_ssh(255, "error connecting to /tmp/x (Permission denied)\n") is None
+    noise = "ControlSocket /tmp/s/0a1c already exists, disabling multiplexing\n"
+    assert transport.classify_ssh(255, "lost server\n" + noise) is None  # the remote command's own
+    assert transport.clean(CommandResult(("ssh",), 1, "", noise + "no server running\n")).stderr == \
+        "no server running\n"
     too_long = 'unix_listener: path "/tmp/x/0a1c.5tcZ" too long for Unix domain socket\n'
     assert (transport.classify_ssh(255, too_long) or (None,))[0] is ErrorKind.UNKNOWN
     found = transport.classify_ssh(255, "Permission denied (publickey,password).\nrest\n")
@@ -272,3 +276,14 @@ def test_a_tmux_round_trip_on_a_private_socket(sshd: Sshd, masters: Path, tmp_pa
         subprocess.run(["tmux", "-L", server, "kill-server"], env={**sshd.env, "TMUX_TMPDIR": str(tmpdir)},
                        capture_output=True, timeout=20, stdin=subprocess.DEVNULL)
         shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+def test_parallel_first_calls_all_get_through(sshd: Sshd, masters: Path) -> None:
+    # A status asks its servers in parallel: they race to become the master, and the losers must still run.
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda n: _remote(sshd, masters, ["echo", str(n)]), range(4)))
+    assert [r.stdout for r in results] == [f"{n}\n" for n in range(4)], results
+    transport = SshTransport(sshd.host, masters, 10)
+    assert [transport.clean(r).stderr for r in results] == [""] * 4, results
