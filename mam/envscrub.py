@@ -42,11 +42,8 @@ _DEFAULT_MARKERS = (
     "GROK_SESSION_ID", "GROK_HOOK_EVENT", "HERMES_SESSION_ID", "HERMES_SESSION_*",
     # Copilot, Pi, Crush, Goose
     "COPILOT_CLI", "PI_CODING_AGENT", "CRUSH", "GOOSE_TERMINAL",
-    # multiplexers: the core removes them all, whichever backend is loaded, so no server ever drives another
-    "TMUX", "TMUX_PANE",
-    "HERDR_SOCKET_PATH", "HERDR_CLIENT_SOCKET_PATH", "HERDR_SESSION", "HERDR_PANE_ID", "HERDR_TAB_ID",
-    "HERDR_WORKSPACE_ID", "HERDR_ENV", "HERDR_BIN_PATH", "HERDR_STARTUP_CWD", "HERDR_PLUGIN_*",
-    "ZELLIJ", "ZELLIJ_SESSION_NAME", "ZELLIJ_PANE_ID",
+    # Multiplexers' own markers are not listed here: each backend declares them once, in BackendSpec.markers, and
+    # the core turns every declared backend's markers into rules (Plugins.scrub_rules).
     # host terminals
     "ITERM_SESSION_ID", "TERM_SESSION_ID", "KITTY_WINDOW_ID", "KITTY_PID", "KITTY_LISTEN_ON", "WEZTERM_PANE",
     "WEZTERM_UNIX_SOCKET", "WT_SESSION", "VSCODE_PID", "ALACRITTY_WINDOW_ID",

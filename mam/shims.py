@@ -4,15 +4,20 @@ mam recognises them so that no shim ever runs itself. No import of the app: the 
 from __future__ import annotations
 
 import os
+import re
 import sys
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mam.errors import MamError
+
+if TYPE_CHECKING:
+    from mam.plugin.records import BackendSpec
 
 SHIM_MARKER = ".mam-shim"  # a folder holding this file is a shim folder: never searched for a real binary
 SHIM_SIGNATURE = b"# mam shim:"  # the second line of every shim, old or new: how a copy is recognised
 SHIM_GUARD = "MAM_SHIM_GUARD"  # set by a shim for its own call: "PID:START" of the process that ran it
-SHIMS = ("herdr", "tmux", "zellij")
 
 
 def path_without_shims(path: str) -> str:
@@ -102,13 +107,25 @@ def shim_source(backend: str) -> str:
     return _SHIM.format(python=sys.executable, backend=backend, guard=SHIM_GUARD)
 
 
-def install_shims(directory: Path) -> list[Path]:
+_EXECUTABLE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+def shimmed_backends(specs: Iterable[BackendSpec]) -> dict[str, str]:
+    """The shims to write, built from the backends' own declarations: executable name -> backend. Only a backend
+    that declares how its command line picks a server (`server_options`) gets one, since `mam exec` must refuse
+    those options to keep the shim on mam's server; and only a plain file name, so no shim lands elsewhere."""
+    return {spec.executable: spec.name for spec in specs
+            if spec.executable and spec.server_options.names and _EXECUTABLE.fullmatch(spec.executable)}
+
+
+def install_shims(directory: Path, backends: Mapping[str, str]) -> list[Path]:
+    """One shim per backend (`backends` maps its executable's name to the backend), in `directory`."""
     try:
         directory.mkdir(parents=True, exist_ok=True)
         (directory / SHIM_MARKER).write_text("mam shim folder: mam never looks for real binaries here\n")
         written = []
-        for backend in SHIMS:
-            path = directory / backend
+        for executable, backend in sorted(backends.items()):
+            path = directory / executable
             path.write_text(shim_source(backend))
             path.chmod(0o755)
             written.append(path)

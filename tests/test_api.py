@@ -45,3 +45,31 @@ def test_the_app_does_not_import_exec() -> None:
     code = "import sys, mam.app; print('mam.commands.passthrough' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_each_backends_marker_names_are_written_once_in_its_backend_spec() -> None:
+    """The scrub rules, the client environment and the shims are built from BackendSpec: a multiplexer's marker
+    names appear in its plugin module only, never again in the core or in its own working module."""
+    markers = {"mam_tmux": ('"TMUX_PANE"',), "mam_zellij": ('"ZELLIJ_PANE_ID"', '"ZELLIJ_SESSION_NAME"'),
+               "mam_herdr": ('"HERDR_PANE_ID"', '"HERDR_SOCKET_PATH"')}
+    sources = [*(ROOT / "mam").rglob("*.py"), *(ROOT / "backends").rglob("*.py")]
+    for package, names in markers.items():
+        holders = sorted(str(p.relative_to(ROOT)) for p in sources if any(n in p.read_text() for n in names))
+        assert holders == [f"backends/{package}/plugin.py"], (package, holders)
+
+
+def test_scrub_rules_come_from_every_declared_backends_markers() -> None:
+    from mam.plugin.manager import Plugins
+
+    plugins = Plugins({})
+    rules = {(r.pattern, r.source) for r in plugins.scrub_rules()}
+    for spec in plugins.specs():
+        assert spec.markers, spec.name
+        assert {(m, f"backend {spec.name}") for m in spec.markers} <= rules
+
+
+def test_shims_are_the_backends_that_declare_how_to_pick_a_server() -> None:
+    from mam.plugin.manager import Plugins
+    from mam.shims import shimmed_backends
+
+    assert shimmed_backends(Plugins({}).specs()) == {"herdr": "herdr", "tmux": "tmux", "zellij": "zellij"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from mam.api import Backend, BackendSpec, ScrubRule, ServerCommand, ServerOptions, hookimpl
+from mam.api import Backend, BackendSpec, ServerCommand, ServerOptions, hookimpl
 
 # What herdr (0.8) sets in each of its panes.
 MARKERS = (
@@ -43,8 +43,3 @@ def mam_backends() -> list[BackendSpec]:
     return [BackendSpec(name="herdr", description="herdr, the agent-focused terminal multiplexer",
                         executable="herdr", load=_load, markers=MARKERS,
                         server_options=SERVER_OPTIONS, name_rule=agent_name_rule)]
-
-
-@hookimpl
-def mam_env_scrub_rules() -> list[ScrubRule]:
-    return [ScrubRule(marker, "backend herdr") for marker in MARKERS]

@@ -29,6 +29,7 @@ from mam.api import (
     poll_until,
     run,
 )
+from mam_tmux.plugin import MARKERS  # declared once, in the BackendSpec
 
 EXECUTABLE = "tmux"
 SEP = "\x1f"  # unit separator between fields; a record ends with a newline
@@ -85,7 +86,7 @@ def base_argv(server: str, *, query: bool, env: Mapping[str, str]) -> list[str]:
 
 def client_env(env: Mapping[str, str]) -> dict[str, str]:
     """tmux follows $TMUX to the enclosing server; never let it."""
-    return {k: v for k, v in env.items() if k not in ("TMUX", "TMUX_PANE")}
+    return {k: v for k, v in env.items() if k not in MARKERS}
 
 
 def literal(arg: str) -> str:
@@ -364,7 +365,7 @@ class TmuxBackend:
         # A value holding a newline can add a line here, never hide one: at worst a name is unset needlessly.
         for line in result.stdout.splitlines():
             name = line.split("=", 1)[0]
-            if "=" in line and name not in ctx.env and name not in ("TMUX", "TMUX_PANE") and name.isidentifier():
+            if "=" in line and name not in ctx.env and name not in MARKERS and name.isidentifier():
                 names.append(name)
         return sorted(names)
 

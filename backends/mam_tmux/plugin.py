@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mam.api import Backend, BackendSpec, ScrubRule, ServerOptions, hookimpl
+from mam.api import Backend, BackendSpec, ServerOptions, hookimpl
 
 MARKERS = ("TMUX", "TMUX_PANE")
 # tmux [-2CDlNuvV] [-c shell-command] [-f file] [-L socket-name] [-S socket-path] [-T features] [command ...]:
@@ -30,8 +30,3 @@ def mam_backends() -> list[BackendSpec]:
     return [BackendSpec(name="tmux", description="tmux; a server is a socket name (-L NAME)", executable="tmux",
                         load=_load, markers=MARKERS, server_options=SERVER_OPTIONS,
                         name_rule=agent_name_rule, program_check=True)]
-
-
-@hookimpl
-def mam_env_scrub_rules() -> list[ScrubRule]:
-    return [ScrubRule(marker, "backend tmux") for marker in MARKERS]

@@ -27,6 +27,7 @@ from mam.api import (
     poll_until,
     run,
 )
+from mam_zellij.plugin import MARKERS  # declared once, in the BackendSpec
 
 T = TypeVar("T")
 
@@ -45,7 +46,7 @@ EXIT_WINDOW = 0.3
 
 def client_env(env: Mapping[str, str]) -> dict[str, str]:
     """Without these, "(current)" can never hide "(EXITED ...)" and no call follows the caller's session."""
-    return {k: v for k, v in env.items() if k not in ("ZELLIJ", "ZELLIJ_SESSION_NAME", "ZELLIJ_PANE_ID")}
+    return {k: v for k, v in env.items() if k not in MARKERS}
 
 
 def parse_sessions(stdout: str, stderr: str) -> dict[str, bool]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mam.api import Backend, BackendSpec, ScrubRule, ServerCommand, ServerOptions, hookimpl
+from mam.api import Backend, BackendSpec, ServerCommand, ServerOptions, hookimpl
 
 MARKERS = ("ZELLIJ", "ZELLIJ_SESSION_NAME", "ZELLIJ_PANE_ID")
 # zellij's own options come before its subcommand (clap, none of them global): `--session`/`-s` picks a session,
@@ -38,8 +38,3 @@ def mam_backends() -> list[BackendSpec]:
     return [BackendSpec(name="zellij", description="zellij; a server is a session name", executable="zellij",
                         load=_load, markers=MARKERS, server_options=SERVER_OPTIONS,
                         program_check=True)]
-
-
-@hookimpl
-def mam_env_scrub_rules() -> list[ScrubRule]:
-    return [ScrubRule(marker, "backend zellij") for marker in MARKERS]

@@ -18,10 +18,11 @@ def shim_install(ctx: typer.Context,
     from pathlib import Path
 
     from mam.render import visible
-    from mam.shims import install_shims
+    from mam.shims import install_shims, shimmed_backends
 
-    target = Path(folder) if folder else call.open().workspace.dot_mam / "shim"
-    shims = [str(path) for path in install_shims(target)]
+    app = call.open()
+    target = Path(folder) if folder else app.workspace.dot_mam / "shim"
+    shims = [str(path) for path in install_shims(target, shimmed_backends(app.plugins.specs()))]
     where = str(target.resolve())
     emit({"schema": 1, "dir": where, "shims": shims}, call.json, "\n".join(map(visible, shims)))
     # A line to paste into a shell: a DIR with $(...), quotes or backquotes is single-quoted, never expanded.

@@ -7,7 +7,7 @@ One broken third-party plugin never takes the CLI down: its failure is recorded 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -66,6 +66,12 @@ def _deselected_by(name: str, env: Mapping[str, str]) -> str | None:
 
 def _selected(name: str, env: Mapping[str, str]) -> bool:
     return _deselected_by(name, env) is None
+
+
+def marker_rules(specs: Iterable[BackendSpec]) -> list[ScrubRule]:
+    """A backend's markers, declared once in its BackendSpec, as the scrub rules every server and agent mam
+    starts gets, and every backend process runs with: no server can steer another's."""
+    return [ScrubRule(marker, f"backend {spec.name}") for spec in specs for marker in spec.markers]
 
 
 class Plugins:
@@ -199,7 +205,8 @@ class Plugins:
         loaded so far (for the client environment of a query, which must not import every plugin)."""
         if all_plugins:
             self.read_entry_points()
-        return [rule for rules in reversed(self.pm.hook.mam_env_scrub_rules()) for rule in rules or ()]
+        hooked = [rule for rules in reversed(self.pm.hook.mam_env_scrub_rules()) for rule in rules or ()]
+        return [*hooked, *marker_rules(self._specs.values())]
 
     def list_agents(self, backend: Backend, server: str, ctx: CallContext) -> tuple[Agent, ...] | Failure:
         result: tuple[Agent, ...] | Failure = self.pm.hook.mam_list_agents(backend=backend, server=server, ctx=ctx)

@@ -1,8 +1,8 @@
-"""The echo backend's plugin: declares the backend and its one marker."""
+"""The echo backend's plugin: declares the backend and its one marker (the core scrubs it from that alone)."""
 
 from __future__ import annotations
 
-from mam.api import Backend, BackendSpec, ScrubRule, hookimpl
+from mam.api import Backend, BackendSpec, hookimpl
 
 
 def _load() -> Backend:
@@ -16,7 +16,3 @@ def mam_backends() -> list[BackendSpec]:
     return [BackendSpec("echo", "a test backend: servers and agents from $ECHO_AGENTS", None, _load,
                         markers=("ECHO_PANE",))]
 
-
-@hookimpl
-def mam_env_scrub_rules() -> list[ScrubRule]:
-    return [ScrubRule("ECHO_PANE", "backend echo")]
