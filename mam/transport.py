@@ -255,9 +255,11 @@ class SshTransport:
         return None if found is None else ServerError(*found)
 
 
-# What ssh says at LogLevel=ERROR on a call that then runs normally: calls racing to become the master of a
-# host's shared connection (a status asks its servers in parallel) all but one run unshared and print this.
-_NOISE = re.compile(r"ControlSocket .* already exists, disabling multiplexing\r?\n?")
+# What ssh says at LogLevel=ERROR on a call that then runs normally, unshared: calls racing to become the master
+# of a host's shared connection (a status asks its servers in parallel) all lose but one, and a master with
+# MaxSessions (sshd's default: 10) sessions open refuses one more.
+_NOISE = re.compile(r"(?:ControlSocket .* already exists, disabling multiplexing"
+                    r"|mux_client_request_session: session request failed: .*)\r?\n?")
 
 
 def strip_noise(stderr: str) -> str:
