@@ -14,7 +14,9 @@ from mam.logfile import open_log, open_text_log
 from mam.names import NAME_PATTERN, is_valid_name
 from mam.plugin.listing import find_for_stop
 from mam.plugin.records import (
+    AGENT_STATES,
     Agent,
+    AgentState,
     Backend,
     BackendSpec,
     BootstrapContext,
@@ -23,7 +25,9 @@ from mam.plugin.records import (
     CommandResult,
     ErrorKind,
     Failure,
+    PaneCapture,
     ScrubRule,
+    SendResult,
     ServerCommand,
     ServerError,
     ServerOptions,
@@ -46,8 +50,8 @@ def run(argv: Sequence[str], *, timeout: float, env: Mapping[str, str], cwd: str
 
 
 __all__ = [
-    "HOOK_API", "NAME_PATTERN", "Agent", "Backend", "BackendSpec", "BootstrapContext", "BootstrapResult",
-    "CallContext", "CommandResult", "ErrorKind", "Failure", "ScrubRule", "ServerCommand", "ServerError",
+    "AGENT_STATES", "HOOK_API", "NAME_PATTERN", "Agent", "AgentState", "Backend", "BackendSpec", "BootstrapContext", "BootstrapResult",
+    "CallContext", "CommandResult", "ErrorKind", "Failure", "PaneCapture", "ScrubRule", "SendResult", "ServerCommand", "ServerError",
     "ServerOptions", "SpawnRequest", "SpawnResult", "SpawningBackend", "StopResult", "find_for_stop", "first_line",
     "hookimpl", "is_valid_name", "open_log", "open_text_log", "parse_or_failure", "poll_until", "run",
 ]

@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 from mam.envscrub import DEFAULT_RULES
 from mam.errors import MamError
 from mam.plugin.records import (
+    AGENT_STATES,
     Agent,
+    AgentState,
     Backend,
     BootstrapContext,
     BootstrapResult,
     CallContext,
     ErrorKind,
     Failure,
+    PaneCapture,
     ScrubRule,
+    SendResult,
     ServerError,
     SpawnRequest,
     SpawnResult,
@@ -58,7 +62,8 @@ def process_classification(failure: Failure) -> ServerError | None:
     return None
 
 
-_OPERATIONS = {"spawn": "start agents", "stop": "stop agents", "client_argv": "run its own command line"}
+_OPERATIONS = {"spawn": "start agents", "stop": "stop agents", "client_argv": "run its own command line",
+               "send_text": "type into an agent's pane"}
 
 
 def optional_operation(backend: Backend, method: str) -> Callable[..., Any]:
@@ -103,4 +108,29 @@ class CoreDefaults:
     @hookimpl(trylast=True)
     def mam_client_argv(self, backend: Backend, server: str, args: list[str]) -> list[str] | None:
         result: list[str] = optional_operation(backend, "client_argv")(server, args)
+        return result
+
+    @hookimpl(trylast=True)
+    def mam_agent_state(self, backend: Backend, server: str, agent: Agent, ctx: CallContext) -> AgentState | None:
+        own = getattr(backend, "agent_state", None)
+        if own is not None:
+            answer: AgentState | None = own(server, agent, ctx)
+            return answer
+        if agent.state in AGENT_STATES:  # the listing's own field (herdr's agent_status)
+            return AgentState(agent.state, "backend", {"field": "agent_status", "value": agent.state})
+        return None
+
+    @hookimpl(trylast=True)
+    def mam_capture_panes(self, backend: Backend, server: str, agents: tuple[Agent, ...],
+                          ctx: CallContext) -> Mapping[str, PaneCapture] | Failure | None:
+        capture = getattr(backend, "capture_panes", None)
+        if capture is None:
+            return None
+        answer: Mapping[str, PaneCapture] | Failure = capture(server, agents, ctx)
+        return answer
+
+    @hookimpl(trylast=True)
+    def mam_send_text(self, backend: Backend, server: str, agent: Agent, text: str, enter: bool,
+                      ctx: CallContext) -> SendResult:
+        result: SendResult = optional_operation(backend, "send_text")(server, agent, text, enter, ctx)
         return result

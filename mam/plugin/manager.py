@@ -18,13 +18,16 @@ from mam.plugin import spec as hookspecs
 from mam.plugin.builtin import CoreDefaults, process_classification
 from mam.plugin.records import (
     Agent,
+    AgentState,
     Backend,
     BackendSpec,
     BootstrapContext,
     BootstrapResult,
     CallContext,
     Failure,
+    PaneCapture,
     ScrubRule,
+    SendResult,
     ServerError,
     SpawnRequest,
     SpawnResult,
@@ -235,4 +238,20 @@ class Plugins:
 
     def client_argv(self, backend: Backend, server: str, args: list[str]) -> list[str] | None:
         result: list[str] | None = self.pm.hook.mam_client_argv(backend=backend, server=server, args=args)
+        return result
+
+    def agent_state(self, backend: Backend, server: str, agent: Agent, ctx: CallContext) -> AgentState | None:
+        result: AgentState | None = self.pm.hook.mam_agent_state(backend=backend, server=server, agent=agent, ctx=ctx)
+        return result
+
+    def capture_panes(self, backend: Backend, server: str, agents: tuple[Agent, ...],
+                      ctx: CallContext) -> Mapping[str, PaneCapture] | Failure | None:
+        result: Mapping[str, PaneCapture] | Failure | None = self.pm.hook.mam_capture_panes(
+            backend=backend, server=server, agents=agents, ctx=ctx)
+        return result
+
+    def send_text(self, backend: Backend, server: str, agent: Agent, text: str, enter: bool,
+                  ctx: CallContext) -> SendResult:
+        result: SendResult = self.pm.hook.mam_send_text(backend=backend, server=server, agent=agent, text=text,
+                                                        enter=enter, ctx=ctx)
         return result

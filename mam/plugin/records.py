@@ -143,6 +143,44 @@ class StopResult:
     failure: Failure | None = None  # the backend could not tell or could not close it
 
 
+AGENT_STATES = ("working", "blocked", "idle", "done", "unknown")  # herdr's words, on every backend
+
+
+@dataclass(frozen=True)
+class PaneCapture:
+    """What a backend without agent states of its own can tell of one agent's pane, for the core to classify.
+
+    Every field but `text` is optional: None says the backend cannot tell, and the core never guesses it."""
+
+    text: str | None  # the visible screen, as captured (hostile: it is matched, never run or printed whole)
+    dead: bool = False  # the pane's program has ended (tmux remain-on-exit)
+    dead_status: str | None = None  # how it ended: "exit status 1", "signal 9"
+    command: str | None = None  # the program the pane runs now (tmux pane_current_command)
+    idle_seconds: float | None = None  # seconds since the pane last changed: a working screen must be recent
+    seen: bool | None = None  # someone has looked at it since it last changed (tmux: attached after it)
+
+
+@dataclass(frozen=True)
+class AgentState:
+    """An agent's state with the reason: `source` is backend (its own field), screen (read by mam's rules from
+    a capture) or none (the backend gave nothing to read)."""
+
+    state: str  # one of AGENT_STATES
+    source: str  # backend, screen or none
+    evidence: Mapping[str, object] | None = None
+
+    def as_json(self) -> dict[str, object]:
+        return {"state": self.state, "state_source": self.source,
+                "evidence": dict(self.evidence) if self.evidence is not None else None}
+
+
+@dataclass(frozen=True)
+class SendResult:
+    ok: bool
+    message: str
+    failure: Failure | None = None
+
+
 class Backend(Protocol):
     """The object a backend plugin hands the core. It runs its CLI; it never scrubs or writes the registry."""
 
@@ -165,6 +203,14 @@ class SpawningBackend(Backend, Protocol):
     def stop(self, server: str, name: str, ctx: CallContext) -> StopResult: ...
 
     def client_argv(self, server: str, args: list[str]) -> list[str]: ...
+
+
+# Optional methods the core's default hooks look for (docs/backends.md, "Agent state"); a backend without them
+# reports state `unknown` with source `none`, and `mam send` refuses it:
+#   capture_panes(server, agents: tuple[Agent, ...], ctx) -> Mapping[str, PaneCapture] | Failure
+#       one call per server for all of its live agents, keyed by agent name;
+#   agent_state(server, agent: Agent, ctx) -> AgentState | None   (native state not in the listing)
+#   send_text(server, agent: Agent, text: str, enter: bool, ctx) -> SendResult
 
 
 @dataclass(frozen=True)

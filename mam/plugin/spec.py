@@ -12,24 +12,29 @@ never made under the same names.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pluggy
 
 from mam.plugin.records import (
     Agent,
+    AgentState,
     Backend,
     BackendSpec,
     BootstrapContext,
     BootstrapResult,
     CallContext,
     Failure,
+    PaneCapture,
     ScrubRule,
+    SendResult,
     ServerError,
     SpawnRequest,
     SpawnResult,
     StopResult,
 )
 
-HOOK_API = 1
+HOOK_API = 2
 
 hookspec = pluggy.HookspecMarker("mam")
 #: Mark a plugin's implementation of one of the hooks below.
@@ -138,5 +143,52 @@ def mam_client_argv(backend: Backend, server: str, args: list[str]) -> list[str]
         default implementation calls `backend.client_argv`.
 
     Since hook API 1.
+    """
+    raise NotImplementedError
+
+
+@hookspec(firstresult=True)
+def mam_agent_state(backend: Backend, server: str, agent: Agent, ctx: CallContext) -> AgentState | None:
+    """The state of one live agent, from the backend's own notion of it (herdr's `agent_status`).
+
+    :param agent: as the listing gave it; `agent.state` holds the backend's own field when the listing has one.
+    :return: an `AgentState` with source `backend`, or None when the backend has no state of its own: the
+        core then captures the pane (`mam_capture_panes`) and reads the screen with its rules. The core's
+        default implementation (trylast) calls `backend.agent_state` when it has one, else reads
+        `agent.state` when it is one of the five states. Queries only: it must never start or change anything.
+
+    Since hook API 2.
+    """
+    raise NotImplementedError
+
+
+@hookspec(firstresult=True)
+def mam_capture_panes(backend: Backend, server: str, agents: tuple[Agent, ...],
+                      ctx: CallContext) -> Mapping[str, PaneCapture] | Failure | None:
+    """The visible text, and what the multiplexer knows, of the panes of `agents` (all live, all of `server`).
+
+    One call for the whole server where the backend allows it (tmux runs one command sequence); it runs in the
+    same parallel fan-out as the listing.
+
+    :return: a `PaneCapture` per agent name (an agent left out reads `unknown`), or a `Failure` when the
+        server gave no usable answer. The core's default implementation (trylast) calls
+        `backend.capture_panes`; None (no such method) reports every agent `unknown` with source `none`.
+        Never starts a server, never types into a pane.
+
+    Since hook API 2.
+    """
+    raise NotImplementedError
+
+
+@hookspec(firstresult=True)
+def mam_send_text(backend: Backend, server: str, agent: Agent, text: str, enter: bool,
+                  ctx: CallContext) -> SendResult | None:
+    """Type `text` into the pane of the live `agent`, as literal characters (never key names), then Enter
+    when `enter`. The server is running (the core checked it by listing); it is never started.
+
+    :return: whether the backend took it. The core's default implementation (trylast) calls
+        `backend.send_text`, or refuses a backend without one.
+
+    Since hook API 2.
     """
     raise NotImplementedError
