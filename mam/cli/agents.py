@@ -38,12 +38,15 @@ def spawn(ctx: typer.Context,
           cwd: Annotated[str | None, typer.Option("--cwd", metavar="DIR", help="working directory")] = None,
           command: Annotated[str | None, typer.Option(
               "--command", metavar="CMD", help="run this command instead of the agent's own program")] = None,
+          env: Annotated[list[str] | None, typer.Option(
+              "--env", metavar="NAME", help="pass your value of NAME to the agent; the registry keeps the name "
+                                            "only (repeatable)")] = None,
           as_json: Json = False) -> int:
     call = begin(ctx, as_json, takes_trailing=True)
     from mam.commands.lifecycle import spawn_document
 
     doc = spawn_document(call.open(), name, agent=agent, server=server, cwd=cwd, command=command,
-                         args=[*(args or ()), *call.trailing], progress=not call.json)
+                         args=[*(args or ()), *call.trailing], env_names=env or [], progress=not call.json)
     s = doc["session"]
     from mam.render import visible
 
@@ -133,3 +136,27 @@ def exec_(ctx: typer.Context,
     sys.stdout.flush()
     sys.stderr.flush()
     os.execve(program, argv, environ)  # an explicit program and argv, no shell
+
+
+def restore(ctx: typer.Context,
+            names: Annotated[list[str] | None, typer.Argument(
+                metavar="[NAME...]", autocompletion=complete.agents, help="the agents to restore",
+                show_default=False)] = None,
+            all_rows: Annotated[bool, typer.Option(
+                "--all", help="every terminated agent, and every running one its server does not list")] = False,
+            dry_run: Annotated[bool, typer.Option("--dry-run", help="print the plan, start nothing")] = False,
+            as_json: Json = False) -> int:
+    call = begin(ctx, as_json)
+    from mam.cli.context import say_unanswered
+    from mam.commands.restore import restore_document
+    from mam.render import visible
+
+    if names and all_rows:
+        raise MamError("usage", "NAME... and --all contradict each other", hint="drop one of them")
+    app = call.open()
+    doc = restore_document(app, names or [], all_rows=all_rows, dry_run=dry_run, progress=not call.json)
+    code = say_unanswered(app, doc)
+    lines = [visible(f"{a['name']} ({a['backend']} server {a['server']}): {a['outcome'].replace('_', ' ')}: "
+                     f"{a['message']}") for a in doc["agents"]]
+    emit(doc, call.json, "\n".join(lines) or "nothing to restore")
+    return 1 if doc["counts"]["failed"] else code

@@ -103,6 +103,8 @@ _add(app, "spawn", agents.spawn, "Start an agent in a new pane or session, regis
                                  "if it is down.")
 _add(app, "stop", agents.stop, "Close an agent's pane or session and mark it stopped (terminated when it was "
                                "already gone).")
+_add(app, "restore", agents.restore, "Start registered agents again after their server died, from their launch "
+                                     "spec, resuming their sessions; --dry-run shows the plan.")
 _add(app, "forget", agents.forget, "Remove agents' rows from the registry (not their panes). An active row takes "
                                    "--force.")
 _add(app, "prune", agents.prune, "Remove the rows of agents that are gone (terminated, stopped) from the registry.")

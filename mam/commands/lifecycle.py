@@ -24,6 +24,7 @@ from mam.plugin.builtin import optional_operation
 from mam.plugin.records import Agent, BackendSpec, CallContext, Failure, ServerOutcome, ServerState, SpawnRequest
 from mam.progress import waiting
 from mam.registry import Row, RowKey
+from mam.registry.file import ENV_NAME
 from mam.servers import query_server, require_binary, start_server
 
 # The executable of each agent kind mam knows; anything else runs with --command.
@@ -37,6 +38,8 @@ POLL_INTERVAL = 0.05
 TOKEN = "spawn_token"
 # What the last attempt at a row left: a re-spawn that replaces the row drops them.
 STALE_FIELDS = ("terminated_at", "terminated_reason", "stopped_at", "adopted_at")
+# What belongs to the agent a row held before: a new spawn of the name records its own, or none.
+RESPAWN_DROPS = ("agent_session", "restored_at")
 
 
 def default_server(app: App, server: str | None) -> str:
@@ -107,7 +110,7 @@ def _claim(key: RowKey, fields: dict[str, Any], blocked: list[Row]) -> registry.
             blocked.append(row)
             return False
         if row is not None:
-            for stale in STALE_FIELDS:
+            for stale in (*STALE_FIELDS, *RESPAWN_DROPS):
                 row.raw.pop(stale, None)
             row.raw.update(fields)
         else:
@@ -180,12 +183,63 @@ def _wait_listed(app: App, server: str, name: str, ctx: CallContext) -> tuple[Ag
         time.sleep(POLL_INTERVAL)
 
 
-def spawn_document(app: App, name: str, *, agent: str | None, server: str | None, cwd: str | None,
-                   command: str | None, args: list[str], progress: bool = False) -> dict[str, Any]:
-    """`progress`: say on stderr, when it is a terminal, what a wait of more than a second waits for."""
-    check_name(name, "agent name")
-    server = default_server(app, server)
-    argv = agent_argv(agent, command, args)
+ENV_NAME_HINT = "a variable name: letters, digits and _, not starting with a digit"
+
+
+def env_assignments(app: App, names: list[str]) -> tuple[list[str], list[str]]:
+    """`NAME=VALUE` for each of `names` the caller has set (its value now, unscrubbed: the user asked for it),
+    and the names it has not set."""
+    present, missing = [], []
+    for name in names:
+        if name in app.env:
+            present.append(f"{name}={app.env[name]}")
+        else:
+            missing.append(name)
+    return present, missing
+
+
+def check_env_names(app: App, names: list[str]) -> list[str]:
+    """`--env` names, refused when not a variable name or when the scrub removes them: a marker handed back to
+    the agent would steer it (or its tools) to the wrong server."""
+    removed = {d.name for d in app.server_plan.removed}
+    seen: list[str] = []
+    for name in names:
+        if not ENV_NAME.fullmatch(name):
+            raise MamError("usage", f"--env {_shown(name)}: not {ENV_NAME_HINT}",
+                           hint="--env takes a name only; mam passes your value of it")
+        if name in removed:
+            raise MamError("usage", f"--env {name}: the server scrub removes it (see `mam env`)",
+                           hint="keep it with `keep:` in .mam/config.yaml if it really must reach agents")
+        if name not in seen:
+            seen.append(name)
+    return seen
+
+
+def with_env(argv: tuple[str, ...], assignments: list[str]) -> tuple[str, ...]:
+    """The agent's argv with the variables it is to get, set by `env` (argv, never a shell)."""
+    return ("env", *assignments, "--", *argv) if assignments else argv
+
+
+def launch_spec(agent: str | None, command: str | None, args: list[str], cwd: str,
+                env_names: list[str]) -> dict[str, Any]:
+    """What a row keeps to start the agent again (docs/registry.md): never a variable's value."""
+    spec: dict[str, Any] = {"kind": agent} if command is None else {"command": command}
+    spec.update({"args": list(args), "cwd": cwd, "env_names": list(env_names)})
+    return spec
+
+
+def learned_session(app: App, argv: tuple[str, ...], agent: str | None) -> str | None:
+    """The agent's own session id when the arguments name it (`--session-id ID`, `--resume ID`)."""
+    if not any(word.startswith("-") for word in argv[1:]):  # no option, no session id: skip reading the library
+        return None
+    from mam.kinds.library import load_library
+
+    library = load_library(app.workspace.dot_mam / "states.yaml")
+    kind = library.kind_for(argv) or (agent if agent in library.kinds else None)
+    return library.session_from_args(kind, argv[1:]) if kind else None
+
+
+def checked_directory(cwd: str | None) -> Path:
     directory = Path(cwd).resolve() if cwd else Path.cwd()
     try:
         str(directory).encode("utf-8")
@@ -195,6 +249,72 @@ def spawn_document(app: App, name: str, *, agent: str | None, server: str | None
                        hint="rename the directory, or start the agent from one whose path is UTF-8") from None
     if not directory.is_dir():
         raise MamError("usage", f"--cwd {cwd}: not a directory")
+    return directory
+
+
+def settler(app: App, key: RowKey, token: str) -> Any:
+    def settle(fields: dict[str, Any]) -> Row | None:
+        """The claimed row after the write; None when another command replaced it meanwhile."""
+        row = _write(app, _settle(key, token, fields)).find(key)
+        return row if row is not None and row.raw.get(TOKEN) == token else None
+
+    return settle
+
+
+def launch(app: App, key: RowKey, token: str, request: SpawnRequest, ctx: CallContext, progress: bool,
+           done: dict[str, Any] | None = None) -> tuple[Row, ServerOutcome]:
+    """Ask the backend to start the agent of the row claimed with `token`, wait until its server lists it, and
+    write the outcome to that row only (with `done` on success). Raises with the reason when it did not start."""
+    backend_name, server, name = key
+    backend = app.plugins.backend(backend_name)
+    settle = settler(app, key, token)
+    where = f"{backend_name} server {server}"
+    with waiting(f"starting {name} on {where}", progress):
+        result = app.plugins.spawn(backend, server, request, ctx)
+    if not result.ok:
+        detail = result.message
+        if result.failure is not None:
+            detail += ": " + app.plugins.classify(backend, result.failure).message
+        if may_have_started(result.failure):  # never record as gone what may be running
+            raise MamError("operation_failed", f"{backend_name} gave no clear answer to starting {name}: {detail}",
+                           hint=UNSETTLED)
+        settle({"status": "terminated", "terminated_at": registry.timestamp(), "terminated_reason": detail})
+        raise MamError("operation_failed", f"{backend_name} did not start {name}: {detail}")
+    with waiting(f"waiting for {where} to list {name}", progress):
+        listed, outcome = _wait_listed(app, server, name, ctx)
+    if listed is None:
+        if outcome.state is ServerState.UNKNOWN:
+            reason = outcome.error.message if outcome.error else "no answer"
+            raise MamError("operation_failed", f"{name} was started, but {where} could not be asked whether it "
+                           f"runs: {reason}", hint=UNSETTLED)
+        settle({"status": "terminated", "terminated_at": registry.timestamp(),
+                "terminated_reason": "started, but its server never listed it"})
+        raise MamError("operation_failed", f"{name} was started but {where} does not list it (it may have exited "
+                       "at once)")
+    pane = {k: v for k, v in (("cwd", listed.cwd or request.cwd), ("id", listed.pane_id or result.pane_id))
+            if v is not None}
+    row = settle({"status": "running", "pane": pane, **(done or {})})
+    if row is None:
+        raise MamError("operation_failed", f"{name} was started on {where}, but another command changed its "
+                       "registry row meanwhile; mam left that row as it is",
+                       hint="`mam reconcile --apply` settles the row from what its server lists")
+    return row, outcome
+
+
+def spawn_document(app: App, name: str, *, agent: str | None, server: str | None, cwd: str | None,
+                   command: str | None, args: list[str], env_names: list[str] | None = None,
+                   progress: bool = False) -> dict[str, Any]:
+    """`progress`: say on stderr, when it is a terminal, what a wait of more than a second waits for.
+    `env_names`: variables whose current value the agent gets; the row records their names only."""
+    check_name(name, "agent name")
+    server = default_server(app, server)
+    argv = agent_argv(agent, command, args)
+    names = check_env_names(app, env_names or [])
+    assignments, unset = env_assignments(app, names)
+    if unset:
+        raise MamError("usage", f"--env {', '.join(unset)}: not set in this environment",
+                       hint="set it, or leave that --env out")
+    directory = checked_directory(cwd)
     backend = app.plugins.backend(app.backend_name)
     spec = app.plugins.spec(app.backend_name)
     refuse_unkept_name(spec, name)
@@ -202,6 +322,7 @@ def spawn_document(app: App, name: str, *, agent: str | None, server: str | None
     missing = missing_program(argv[0], app.server_env, directory) if spec.program_check else None
     if missing is not None:  # else the pane would die at once, or never show its agent
         raise MamError("usage", missing, hint="install it or put it on PATH, or give its path with --command")
+    session = learned_session(app, argv, agent)  # a bad .mam/states.yaml is refused before anything starts
     key = (app.backend_name, server, name)
     known = app.load_registry().find(key)  # an invalid registry is refused before anything starts
     ctx = CallContext(timeout=app.timeout, env=app.server_env)
@@ -226,45 +347,16 @@ def spawn_document(app: App, name: str, *, agent: str | None, server: str | None
     kind = agent or Path(argv[0]).name
     token = secrets.token_hex(8)
     blocked: list[Row] = []
-    _write(app, _claim(key, {"status": "starting", "agent": kind, "pane": {"cwd": str(directory)},
-                             "created_at": registry.timestamp(), TOKEN: token}, blocked))
+    fields: dict[str, Any] = {"status": "starting", "agent": kind, "pane": {"cwd": str(directory)},
+                              "spec": launch_spec(agent, command, args, str(directory), names),
+                              "created_at": registry.timestamp(), TOKEN: token}
+    if session is not None:
+        fields["agent_session"] = session
+    _write(app, _claim(key, fields, blocked))
     if blocked:  # another spawn of this name got the row first: leave it and its agent alone
         raise _taken(blocked[0])
-
-    def settle(fields: dict[str, Any]) -> Row | None:
-        """The claimed row after the write; None when another command replaced it meanwhile."""
-        row = _write(app, _settle(key, token, fields)).find(key)
-        return row if row is not None and row.raw.get(TOKEN) == token else None
-
-    with waiting(f"starting {name} on {where}", progress):
-        result = app.plugins.spawn(backend, server, SpawnRequest(name, kind, str(directory), argv), ctx)
-    if not result.ok:
-        detail = result.message
-        if result.failure is not None:
-            detail += ": " + app.plugins.classify(backend, result.failure).message
-        if may_have_started(result.failure):  # never record as gone what may be running
-            raise MamError("operation_failed", f"{app.backend_name} gave no clear answer to starting {name}: {detail}",
-                           hint=UNSETTLED)
-        settle({"status": "terminated", "terminated_at": registry.timestamp(), "terminated_reason": detail})
-        raise MamError("operation_failed", f"{app.backend_name} did not start {name}: {detail}")
-    with waiting(f"waiting for {where} to list {name}", progress):
-        listed, outcome = _wait_listed(app, server, name, ctx)
-    if listed is None:
-        if outcome.state is ServerState.UNKNOWN:
-            reason = outcome.error.message if outcome.error else "no answer"
-            raise MamError("operation_failed", f"{name} was started, but {app.backend_name} server {server} could "
-                           f"not be asked whether it runs: {reason}", hint=UNSETTLED)
-        settle({"status": "terminated", "terminated_at": registry.timestamp(),
-                "terminated_reason": "started, but its server never listed it"})
-        raise MamError("operation_failed", f"{name} was started but {app.backend_name} server {server} does not "
-                       f"list it (it may have exited at once)")
-    pane = {k: v for k, v in (("cwd", listed.cwd or str(directory)), ("id", listed.pane_id or result.pane_id))
-            if v is not None}
-    row = settle({"status": "running", "pane": pane})
-    if row is None:
-        raise MamError("operation_failed", f"{name} was started on {app.backend_name} server {server}, but another "
-                       "command changed its registry row meanwhile; mam left that row as it is",
-                       hint="`mam reconcile --apply` settles the row from what its server lists")
+    request = SpawnRequest(name, kind, str(directory), with_env(argv, assignments))
+    row, outcome = launch(app, key, token, request, ctx, progress)
     return {"schema": 1, "session": session_entry(row, outcome)}
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -53,6 +54,8 @@ class Row:
     cwd: str | None
     pane_id: str | None
     raw: dict[str, Any]
+    spec: dict[str, Any] | None = None  # how to start it again (docs/registry.md); None for older rows
+    agent_session: str | None = None  # the agent's own session id, for resuming its conversation
 
     @property
     def key(self) -> RowKey:
@@ -102,6 +105,36 @@ def _optional_str(row: dict[str, Any], key: str, list_key: str, index: int) -> s
         raise _Invalid(f"{key} must be a string, got {type(value).__name__} {_brief(value)} (quote it)",
                        list_key, index, key)
     return value
+
+
+SPEC_STRINGS = ("kind", "command", "cwd", "host")
+SPEC_LISTS = ("args", "env_names")
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+
+
+def _spec(raw: dict[str, Any], list_key: str, index: int) -> dict[str, Any] | None:
+    """A row's launch spec, checked for what restore relies on; keys it does not know are kept, as in rows."""
+    spec = raw.get("spec")
+    if spec is None:
+        return None
+    if not isinstance(spec, dict):
+        raise _Invalid(f"spec must be a mapping like {{kind: claude, args: [], cwd: /repo}}, got {_brief(spec)}",
+                       list_key, index, "spec")
+    for key in SPEC_STRINGS:
+        value = spec.get(key)
+        if value is not None and not isinstance(value, str):
+            raise _Invalid(f"spec.{key} must be a string, got {type(value).__name__} {_brief(value)} (quote it)",
+                           list_key, index, "spec")
+    for key in SPEC_LISTS:
+        value = spec.get(key)
+        if value is not None and (not isinstance(value, list) or not all(isinstance(v, str) for v in value)):
+            raise _Invalid(f"spec.{key} must be a list of strings, got {_brief(value)}", list_key, index, "spec")
+    if spec.get("kind") is not None and spec.get("command") is not None:
+        raise _Invalid("spec holds both kind and command: keep one", list_key, index, "spec")
+    for name in spec.get("env_names") or ():
+        if not ENV_NAME.fullmatch(name):
+            raise _Invalid(f"spec.env_names: {_brief(name)} is not a variable name", list_key, index, "spec")
+    return spec
 
 
 def _validate(document: Any, default_backend: str) -> tuple[dict[str, Any], tuple[Row, ...]]:
@@ -158,13 +191,16 @@ def _validate(document: Any, default_backend: str) -> tuple[dict[str, Any], tupl
                                list_key, index, "pane")
             pane = pane or {}
             cwd, pane_id = pane.get("cwd"), pane.get("id")
+            spec = _spec(raw, list_key, index)
+            agent_session = _optional_str(raw, "agent_session", list_key, index)
             key = (backend, server, name)
             if key in seen:
                 raise _Invalid(f"duplicate name {name!r} on {backend} server {server!r} (first in {seen[key]})",
                                list_key, index, "name")
             seen[key] = f"{list_key}[{index}]"
             rows.append(Row(list_key, index, name, backend, server, status, agent,
-                            None if cwd is None else str(cwd), None if pane_id is None else str(pane_id), raw))
+                            None if cwd is None else str(cwd), None if pane_id is None else str(pane_id), raw,
+                            spec, agent_session))
     return document, tuple(rows)
 
 

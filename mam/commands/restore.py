@@ -1,0 +1,271 @@
+"""`mam restore`: start registered agents again after their server died, from the launch spec their row keeps,
+resuming the agent's own conversation where the row knows its session id (docs/cli.md, docs/json.md).
+
+A row is restored only once: each one is claimed under the registry lock, and only while it is still exactly
+as the plan saw it, so of two concurrent restores one starts the agent and the other finds the row taken.
+A row whose server could not be asked (`unknown`) is never restored: the agent may still run there.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mam import registry
+from mam.app import App
+from mam.commands.lifecycle import (
+    AGENT_COMMANDS,
+    TOKEN,
+    agent_argv,
+    env_assignments,
+    launch,
+    missing_program,
+    with_env,
+)
+from mam.commands.rows import rows_named, snapshot
+from mam.commands.status import live_agent
+from mam.errors import MamError
+from mam.names import check_name
+from mam.plugin.records import CallContext, ServerOutcome, ServerState, SpawnRequest
+from mam.progress import waiting
+from mam.registry import Row, RowKey
+from mam.servers import ServerKey, outcomes_for, resolve_explicit_backend, start_server
+
+if TYPE_CHECKING:
+    from mam.kinds.library import Library
+
+NO_SPEC = "no launch spec: spawn it again"
+
+
+@dataclass
+class Step:
+    """One row's part of the plan, and what became of it."""
+
+    row: Row
+    seen: dict[str, Any]
+    server_state: str
+    outcome: str  # would_restore | restored | failed | skipped | running
+    message: str
+    spec: dict[str, Any] | None = None
+    argv: list[str] | None = None  # what runs, without the `env NAME=VALUE` that sets the variables
+    resume: bool = False
+    env_missing: list[str] = field(default_factory=list)
+    bootstrap: bool = False
+    pane_id: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        row, spec = self.row, self.spec or {}
+        return {"name": row.name, "backend": row.backend, "server": row.server, "status": row.status,
+                "server_state": self.server_state, "outcome": self.outcome, "message": self.message,
+                "bootstrap": self.bootstrap, "argv": self.argv, "cwd": spec.get("cwd"), "resume": self.resume,
+                "agent_session": row.agent_session, "env_names": list(spec.get("env_names") or ()),
+                "env_missing": self.env_missing, "pane_id": self.pane_id}
+
+
+def row_spec(row: Row) -> dict[str, Any] | None:
+    """The row's launch spec; a row written before mam kept one is restorable when its agent kind and
+    directory are enough to start it."""
+    if row.spec is not None and (row.spec.get("kind") or row.spec.get("command")) and row.spec.get("cwd"):
+        return row.spec
+    if row.spec is None and row.agent in AGENT_COMMANDS and row.cwd:
+        return {"kind": row.agent, "args": [], "cwd": row.cwd, "env_names": []}
+    return None
+
+
+def is_candidate(row: Row, live: str, named: bool) -> bool:
+    """--all takes terminated rows and active rows their server does not list (drift A); a row named on the
+    command line is taken whatever inactive status it has."""
+    if row.status == "terminated" or (row.status == "running" and live != "alive"):
+        return True
+    return named and not row.active
+
+
+def _app_for(app: App, backend: str) -> App:
+    """The command's context with `backend` selected: start_server and the listing wait use the selected one."""
+    if backend == app.backend_name:
+        return app
+    other = dataclasses.replace(app, backend_flag=backend)
+    other.__dict__["plugins"] = app.plugins  # one plugin manager per command
+    return other
+
+
+def _argv(step: Step, library: Library, app: App) -> tuple[str, ...]:
+    """The argv that starts the row's agent again, resuming its session when the row knows it."""
+    spec, row = step.spec or {}, step.row
+    args = list(spec.get("args") or ())
+    program = agent_argv(spec.get("kind"), spec.get("command"), [])
+    if row.agent_session:
+        kind = library.kind_for(program) or (spec.get("kind") if spec.get("kind") in library.kinds else None)
+        resumed = library.resume_argv(kind, program[0], args, row.agent_session) if kind else None
+        if resumed is not None:
+            step.resume = True
+            return (*program, *resumed[1:])
+    return (*program, *args)
+
+
+def _plan(app: App, row: Row, outcome: ServerOutcome, named: bool, library: Library) -> Step | None:
+    live, _ = live_agent(row, outcome)
+    state = outcome.state.value
+    step = Step(row, snapshot(row), state, "skipped", "")
+    if outcome.state is ServerState.UNKNOWN:
+        if not (named or is_candidate(row, live, named)):
+            return None
+        reason = outcome.error.message if outcome.error else "no answer"
+        step.message = f"{row.backend} server {row.server} could not be asked ({reason}): it may still run there"
+        return step
+    if live == "alive":
+        if not named:
+            return None
+        step.outcome, step.message = "running", f"already running on {row.backend} server {row.server}"
+        return step
+    if row.status == "starting":
+        if not named:
+            return None
+        step.message = ("registered starting: a spawn or restore of it may be under way; if not, "
+                        "`mam reconcile --apply` settles it")
+        return step
+    if not is_candidate(row, live, named):
+        return None
+    step.spec = row_spec(row)
+    step.outcome = "failed"
+    if step.spec is None:
+        step.message = NO_SPEC
+        return step
+    try:
+        step.argv = list(_argv(step, library, app))
+    except MamError as exc:
+        step.message = exc.message
+        return step
+    _, step.env_missing = env_assignments(app, list(step.spec.get("env_names") or ()))
+    cwd = Path(step.spec["cwd"])
+    if not cwd.is_absolute() or not cwd.is_dir():
+        step.message = f"its directory {step.spec['cwd']} is not a directory any more"
+        return step
+    try:
+        spec = app.plugins.spec(row.backend)
+    except MamError as exc:
+        step.message = exc.message
+        return step
+    missing = missing_program(step.argv[0], app.server_env, cwd) if spec.program_check else None
+    if missing is not None:
+        step.message = missing
+        return step
+    step.outcome = "would_restore"
+    step.bootstrap = outcome.state is ServerState.DOWN
+    step.message = "would start " + ("its server and " if step.bootstrap else "") + "the agent" + (
+        ", resuming its session" if step.resume else "")
+    return step
+
+
+def _claim(key: RowKey, seen: dict[str, Any], token: str, taken: list[Row]) -> registry.Change:
+    """Take the row for this restore, under the lock, only while it is exactly as the plan saw it."""
+
+    def change(document: dict[str, Any], rows: tuple[Row, ...]) -> bool:
+        row = next((r for r in rows if r.key == key), None)
+        if row is None or row.raw != seen:
+            if row is not None:
+                taken.append(row)
+            return False
+        row.raw.update({"status": "starting", TOKEN: token})
+        return True
+
+    return change
+
+
+def _restore(app: App, step: Step, progress: bool) -> None:
+    row = step.row
+    assert step.spec is not None and step.argv is not None
+    token = secrets.token_hex(8)
+    taken: list[Row] = []
+    fresh = registry.update(app.workspace.registry_path, app.row_default_backend,
+                            _claim(row.key, step.seen, token, taken, ))
+    mine = fresh.find(row.key)
+    if mine is None or mine.raw.get(TOKEN) != token:
+        step.outcome = "skipped"
+        now = f" (now {taken[0].status})" if taken else " (it was removed)"
+        step.message = f"another command changed its row meanwhile{now}: left to it"
+        return
+    assignments, step.env_missing = env_assignments(app, list(step.spec.get("env_names") or ()))
+    kind = row.agent or step.spec.get("kind") or Path(step.argv[0]).name
+    request = SpawnRequest(row.name, kind, step.spec["cwd"], with_env(tuple(step.argv), assignments))
+    ctx = CallContext(timeout=app.timeout, env=app.server_env)
+    try:
+        settled, _ = launch(app, row.key, token, request, ctx, progress, {"restored_at": registry.timestamp()})
+    except MamError as exc:
+        step.outcome, step.message = "failed", exc.message
+        return
+    step.outcome, step.pane_id = "restored", settled.pane_id
+    step.message = "restored" + (", resuming its session" if step.resume else "")
+    if step.env_missing:
+        step.message += f"; not set here, so not passed: {', '.join(step.env_missing)}"
+
+
+def _bootstrap(app: App, key: ServerKey, steps: list[Step], progress: bool) -> None:
+    """Start a down server once for the steps on it; on failure each of them fails with the reason."""
+    backend, server = key
+    try:
+        if app.env.get("MAM_NO_AUTOSTART") == "1":
+            raise MamError("operation_failed", f"{backend} server {server} is down and MAM_NO_AUTOSTART=1")
+        with waiting(f"starting {backend} server {server}", progress):
+            start_server(_app_for(app, backend), server)
+    except MamError as exc:
+        for step in steps:
+            step.outcome, step.message = "failed", exc.message
+
+
+def restore_plan(app: App, names: list[str], all_rows: bool) -> tuple[list[Step], dict[ServerKey, ServerOutcome]]:
+    if not names and not all_rows:
+        raise MamError("usage", "say which agents to restore: NAME..., or --all",
+                       hint="`mam restore --all --dry-run` shows what would be restored")
+    for name in names:
+        check_name(name, "agent name")
+    explicit = resolve_explicit_backend(app)
+    reg = app.load_registry()
+    if names:
+        rows: list[Row] = []
+        for name in dict.fromkeys(names):
+            found = rows_named(app, reg, name, None)
+            if not found:
+                raise MamError("operation_failed", f"{name} is not registered here ({reg.path})",
+                               hint="`mam status` lists what is registered")
+            rows.extend(found)
+    else:
+        rows = [r for r in reg.rows if explicit is None or r.backend == explicit]
+    outcomes = outcomes_for(app, {(r.backend, r.server) for r in rows})
+    from mam.kinds.library import load_library
+
+    library = load_library(app.workspace.dot_mam / "states.yaml")
+    planned = (_plan(app, row, outcomes[(row.backend, row.server)], bool(names), library) for row in rows)
+    return [step for step in planned if step is not None], dict(outcomes)
+
+
+def run_plan(app: App, steps: list[Step], progress: bool = False) -> None:
+    todo = [s for s in steps if s.outcome == "would_restore"]
+    down: dict[ServerKey, list[Step]] = {}
+    for step in todo:
+        if step.bootstrap:
+            down.setdefault((step.row.backend, step.row.server), []).append(step)
+    for key, on_it in sorted(down.items()):
+        _bootstrap(app, key, on_it, progress)
+    for step in todo:
+        if step.outcome == "would_restore":
+            _restore(_app_for(app, step.row.backend), step, progress)
+
+
+def plan_summary(steps: list[Step]) -> dict[str, int]:
+    return {outcome: sum(s.outcome == outcome for s in steps)
+            for outcome in ("restored", "would_restore", "failed", "skipped", "running")}
+
+
+def restore_document(app: App, names: list[str], all_rows: bool = False, dry_run: bool = False,
+                     progress: bool = False) -> dict[str, Any]:
+    steps, outcomes = restore_plan(app, names, all_rows)
+    if not dry_run:
+        run_plan(app, steps, progress)
+    return {"schema": 1, "workspace": str(app.workspace.root), "registry": str(app.workspace.registry_path),
+            "backend": app.explicit_backend, "dry_run": dry_run,
+            "servers": [outcomes[k].as_json() for k in sorted(outcomes)],
+            "agents": [s.as_json() for s in steps], "counts": plan_summary(steps)}
