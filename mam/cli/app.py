@@ -120,8 +120,8 @@ _group("shim", "Shims that route herdr, tmux and zellij through `mam exec`.", "i
 _group("skills", "Agent skills that drive mam.", "install", tools.skills_install,
        "Copy the multi-agent-mux skills (status, monitor, spawn) into a project.")
 
-_add(app, "demo", tools.demo, "Show mam at work on a private tmux server: spawn, status, drift, reconcile --apply; "
-                              "then clean up.")
+_add(app, "demo", tools.demo, "Show mam at work on a private tmux server: spawn, status, drift, reconcile --apply, "
+                              "restore after kill-server; then clean up.")
 _add(app, "backends", queries.backends, "Installed backends: where each comes from, its binary, its version, load "
                                         "errors.")
 _add(app, "env", queries.env, "The environment a server bootstrap would get: what is removed, and which rule "

@@ -1,4 +1,5 @@
-"""`mam demo`: mam's main job, shown on a private tmux server, then everything it made is removed.
+"""`mam demo`: mam's main job, shown on a private tmux server (spawn, drift, reconcile, a dead server and its
+agents restored), then everything it made is removed.
 
 The tmux socket lives in a temporary TMUX_TMPDIR and the registry in a temporary workspace, so the demo
 never touches the user's tmux servers or registry.
@@ -17,6 +18,7 @@ from mam import render, runner
 from mam.app import App
 from mam.commands.lifecycle import spawn_document
 from mam.commands.reconcile import reconcile_document
+from mam.commands.restore import restore_document
 from mam.commands.status import status_document
 from mam.errors import MamError
 
@@ -51,6 +53,13 @@ def run_demo(say: Callable[[str], None], record: Callable[[dict[str, Any]], None
         say(render.reconcile_text(_step(record, "reconcile", reconcile_document(app))))
         say("\n$ mam --backend tmux reconcile --apply")
         say(render.reconcile_text(_step(record, "reconcile --apply", reconcile_document(app, apply=True))))
+        say("\n$ mam --backend tmux status")
+        say(render.status_text(_step(record, "status", status_document(app))))
+        say(f"\n# now the whole server dies (a reboot, an OOM kill): tmux -L {SERVER} kill-server")
+        runner.run(["tmux", "-L", SERVER, "kill-server"], timeout=10, env=app.backend_env)
+        say("\n$ mam --backend tmux restore --all")
+        restored = _step(record, "restore --all", restore_document(app, [], all_rows=True))
+        say("\n".join(f"{a['name']}: {a['outcome']}: {a['message']}" for a in restored["agents"]))
         say("\n$ mam --backend tmux status")
         say(render.status_text(_step(record, "status", status_document(app))))
         say("\n# cleaning up: the demo's tmux server, socket and workspace are removed")
