@@ -50,8 +50,9 @@ def run(argv: Sequence[str], *, timeout: float, env: Mapping[str, str], cwd: str
 
 
 __all__ = [
-    "AGENT_STATES", "HOOK_API", "NAME_PATTERN", "Agent", "AgentState", "Backend", "BackendSpec", "BootstrapContext", "BootstrapResult",
-    "CallContext", "CommandResult", "ErrorKind", "Failure", "PaneCapture", "ScrubRule", "SendResult", "ServerCommand", "ServerError",
-    "ServerOptions", "SpawnRequest", "SpawnResult", "SpawningBackend", "StopResult", "find_for_stop", "first_line",
-    "hookimpl", "is_valid_name", "open_log", "open_text_log", "parse_or_failure", "poll_until", "run",
+    "AGENT_STATES", "HOOK_API", "NAME_PATTERN", "Agent", "AgentState", "Backend", "BackendSpec", "BootstrapContext",
+    "BootstrapResult", "CallContext", "CommandResult", "ErrorKind", "Failure", "PaneCapture", "ScrubRule",
+    "SendResult", "ServerCommand", "ServerError", "ServerOptions", "SpawnRequest", "SpawnResult", "SpawningBackend",
+    "StopResult", "find_for_stop", "first_line", "hookimpl", "is_valid_name", "open_log", "open_text_log",
+    "parse_or_failure", "poll_until", "run",
 ]

@@ -8,7 +8,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-_COLOURS = {"up": "32", "alive": "32", "down": "31", "absent": "31", "unknown": "33"}
+_COLOURS = {"up": "32", "alive": "32", "down": "31", "absent": "31", "unknown": "33", "working": "32",
+            "blocked": "35", "done": "36"}
 
 
 MIN_WIDTH = 6  # a column is never cut narrower than this
@@ -113,17 +114,45 @@ def servers_table(servers: Sequence[dict[str, Any]]) -> str:
 
 def status_text(doc: dict[str, Any]) -> str:
     parts = [f"workspace {visible(doc['workspace'])}"]  # a directory's name may hold escape sequences
-    if doc["sessions"]:
+    if doc["sessions"] and "state" in doc["sessions"][0]:
+        rows: list[tuple[Any, ...]] = [(s["name"], s["backend"], s["server"], s["status"], s["live"], s["state"],
+                                        s["agent"], s["pane_id"], s["cwd"], why(s)) for s in doc["sessions"]]
+        parts.append(table(("NAME", "BACKEND", "SERVER", "STATUS", "LIVE", "STATE", "AGENT", "PANE", "CWD", "WHY"),
+                           rows, colour_columns=(4, 5), elastic=(8, 9)))
+    elif doc["sessions"]:
         rows = [(s["name"], s["backend"], s["server"], s["status"], s["live"], s["agent"], s["pane_id"], s["cwd"])
                 for s in doc["sessions"]]
         parts.append(table(("NAME", "BACKEND", "SERVER", "STATUS", "LIVE", "AGENT", "PANE", "CWD"), rows,
                            colour_columns=(4,)))
+    elif doc.get("state_filter"):
+        parts.append(f"no agent is {' or '.join(doc['state_filter'])}")
     else:
         parts.append(f"no agents registered in {visible(doc['registry'])}")
     if doc["servers"]:
         parts.append("")
         parts.append(servers_table(doc["servers"]))
     return "\n".join(parts)
+
+
+def why(session: dict[str, Any]) -> str | None:
+    """The evidence of a session's state, short: the backend's field, or the rule (and any fact) that decided."""
+    evidence = session.get("evidence") or {}
+    if "field" in evidence:
+        return f"{evidence['field']}={evidence['value']}"
+    parts = [str(evidence[key]) for key in ("rule", "fact") if evidence.get(key)]
+    return ": ".join(parts) or None
+
+
+def state_text(session: dict[str, Any]) -> str:
+    """One agent's state and its evidence on one line (mam wait), the screen line quoted as it matched."""
+    evidence = session.get("evidence") or {}
+    text = f"{session['name']}: {session['state']}"
+    reason = why(session)
+    if reason:
+        text += f" ({reason})"
+    if evidence.get("line"):
+        text += f": {evidence['line']!r}"
+    return visible(text)
 
 
 DRIFT_MEANING = {

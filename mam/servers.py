@@ -4,7 +4,7 @@ parallel), starting one that is down (scrubbed, one starter at a time), and the 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from mam.plugin.manager import Plugins
 
 ServerKey = tuple[str, str]  # (backend, server)
+# Work to do for one server right after its listing, in the same thread (status reads its agents' states).
+After = Callable[[ServerKey, ServerOutcome], None]
 MAX_PARALLEL = 64  # threads mostly wait on their backend process; 64 covers the usual fleet in one wave
 
 
@@ -49,15 +51,24 @@ def query_server(plugins: Plugins, backend_name: str, server: str, ctx: CallCont
     return ServerOutcome(backend_name, server, state, error=error)
 
 
-def query_servers(plugins: Plugins, keys: Iterable[ServerKey], ctx: CallContext) -> dict[ServerKey, ServerOutcome]:
-    """Query every server at once; each call has its own time limit, so a slow one delays no other.
+def query_servers(plugins: Plugins, keys: Iterable[ServerKey], ctx: CallContext,
+                  after: After | None = None) -> dict[ServerKey, ServerOutcome]:
+    """Query every server at once; each call has its own time limit, so a slow one delays no other. `after`,
+    when given, runs for each server in the thread that listed it, so its own calls overlap the others' too.
 
     Plain threads pulling from one shared list: concurrent.futures would add start-up cost for nothing
     (bench/RESULTS.md).
     """
     keys = sorted(set(keys))
+
+    def one(key: ServerKey) -> ServerOutcome:
+        outcome = query_server(plugins, *key, ctx)  # never raises
+        if after is not None:
+            after(key, outcome)
+        return outcome
+
     if len(keys) <= 1:
-        return {key: query_server(plugins, *key, ctx) for key in keys}
+        return {key: one(key) for key in keys}
     # Load each backend once, before the threads start, so no two threads import one module.
     for backend_name in {b for b, _ in keys}:
         try:
@@ -76,7 +87,7 @@ def query_servers(plugins: Plugins, keys: Iterable[ServerKey], ctx: CallContext)
                 key = next(pending, None)
             if key is None:
                 return
-            results[key] = query_server(plugins, *key, ctx)  # never raises
+            results[key] = one(key)
 
     threads = [threading.Thread(target=worker, daemon=True) for _ in range(min(MAX_PARALLEL, len(keys)))]
     for thread in threads:
@@ -155,7 +166,7 @@ def call_context(app: App) -> CallContext:
     return CallContext(timeout=app.timeout, env=app.backend_env)
 
 
-def outcomes_for(app: App, keys: set[ServerKey]) -> Mapping[ServerKey, ServerOutcome]:
+def outcomes_for(app: App, keys: set[ServerKey], after: After | None = None) -> Mapping[ServerKey, ServerOutcome]:
     if not keys:
         return {}
     for backend in sorted({b for b, _ in keys}):  # first, so that their scrub rules shape the client env
@@ -163,4 +174,4 @@ def outcomes_for(app: App, keys: set[ServerKey]) -> Mapping[ServerKey, ServerOut
             app.plugins.backend(backend)
         except MamError:
             pass  # its servers come back unknown, with the reason
-    return query_servers(app.plugins, keys, call_context(app))
+    return query_servers(app.plugins, keys, call_context(app), after)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
+import time
 from collections.abc import Mapping
 
 from mam.api import (
@@ -19,6 +21,8 @@ from mam.api import (
     CommandResult,
     ErrorKind,
     Failure,
+    PaneCapture,
+    SendResult,
     ServerError,
     SpawnRequest,
     SpawnResult,
@@ -58,6 +62,14 @@ _RECORD = re.compile(rf"(\$[0-9]+){SEP}{_TEXT}{SEP}([0-9]+){SEP}([0-9]+){SEP}(%[
 # A pane's end, as remain-on-exit keeps it: dead or not, its exit status, or the signal that killed it.
 PANE_STATE = SEP.join(["#{pane_id}", "#{pane_dead}", "#{pane_dead_status}", "#{pane_dead_signal}"])
 _PANE_ID = re.compile(r"%[0-9]+")
+# What tmux knows of a pane for its state, printed before its capture: ids and numbers as they are, the command
+# (anyone's process name) escaped, last.
+FACTS_FORMAT = SEP.join(["#{pane_id}", "#{pane_dead}", "#{pane_dead_status}", "#{pane_dead_signal}",
+                         "#{window_activity}", "#{session_attached}", "#{session_last_attached}",
+                         _escaped("pane_current_command")])
+_FACTS = re.compile(rf"(%[0-9]+){SEP}([01]){SEP}([0-9]*){SEP}([0-9]*){SEP}([0-9]*){SEP}([0-9]*){SEP}([0-9]*){SEP}"
+                    rf"{_TEXT}")
+_FACTS_LINE = re.compile(_FACTS.pattern + "\n")
 _ESCAPE = re.compile(r"\\(.)", re.DOTALL)
 
 # The first line of stderr when no server runs, as tmux words it, with the socket path where it names one;
@@ -211,6 +223,37 @@ def _last_words(screen: str) -> str:
     lines = [line for line in screen.splitlines() if line.strip() and not line.startswith("Pane is dead")]
     text = "".join(c for c in lines[-1] if c.isprintable()).strip() if lines else ""
     return text if len(text) <= 160 else text[:157] + "..."
+
+
+def _header(nonce: str) -> str:
+    """The line printed before each pane's capture. `nonce` is fresh random text per call: a pane cannot draw
+    it in advance, so no screen can forge a header and shift one pane's text onto another."""
+    return f"{nonce}{SEP}{FACTS_FORMAT}"
+
+
+def parse_captures(stdout: str, nonce: str, pane_ids: list[str], now: float) -> dict[str, PaneCapture]:
+    """Split one `display -p HEADER ; capture-pane -p` sequence back into panes. The headers must come in the
+    order asked, one per pane, or the whole answer is refused (ValueError)."""
+    chunks = stdout.split(nonce + SEP)
+    if chunks[0] or len(chunks) != len(pane_ids) + 1:
+        raise ValueError(f"expected {len(pane_ids)} pane captures, got {len(chunks) - 1}")
+    out: dict[str, PaneCapture] = {}
+    for pane_id, chunk in zip(pane_ids, chunks[1:], strict=True):
+        match = _FACTS_LINE.match(chunk)  # the command may hold escaped newlines: match the header, not a line
+        if match is None or match.group(1) != pane_id:
+            raise ValueError(f"the capture header of pane {pane_id} does not parse")
+        text = chunk[match.end():]
+        _, dead, status, signal, activity, attached, last_attached, command = match.groups()
+        ended = f"exit status {status}" if status else f"signal {signal}" if signal else None
+        changed = int(activity) if activity else None
+        seen: bool | None = None
+        if changed is not None:
+            # Someone looks at it now, or attached after its last output: seen. Never attached: not seen.
+            seen = attached not in ("", "0") or (int(last_attached or 0) >= changed)
+        out[pane_id] = PaneCapture(text=text, dead=dead == "1", dead_status=ended,
+                                   command=_unescape(command) or None,
+                                   idle_seconds=max(0.0, now - changed) if changed is not None else None, seen=seen)
+    return out
 
 
 class TmuxBackend:
@@ -381,3 +424,52 @@ class TmuxBackend:
         if _missing_target(result.stderr) or self._is_down(server, result.stderr):
             return StopResult(False, f"{name} was not running on tmux server {server}")
         return StopResult(False, "tmux could not close the session", failure=Failure(self.name, server, result))
+
+    def capture_panes(self, server: str, agents: tuple[Agent, ...],
+                      ctx: CallContext) -> dict[str, PaneCapture] | Failure:
+        """Every pane in one tmux call: a header line of facts, then the visible screen, for each. A pane gone
+        since the listing fails the whole sequence (tmux stops at the first error): then one call per pane, and
+        a pane that is gone is left out (`unknown`)."""
+        panes = {a.pane_id: a.name for a in agents if a.pane_id and _PANE_ID.fullmatch(a.pane_id) and a.name}
+        if not panes:
+            return {}
+        captured = self._capture(server, list(panes), ctx)
+        if isinstance(captured, Failure) and len(panes) > 1:
+            captured = {}
+            for pane_id in panes:
+                one = self._capture(server, [pane_id], ctx)
+                if isinstance(one, Failure):
+                    if _missing_target(one.result.stderr):
+                        continue
+                    return one
+                captured.update(one)
+        if isinstance(captured, Failure):
+            return {} if _missing_target(captured.result.stderr) else captured
+        return {panes[pane_id]: capture for pane_id, capture in captured.items()}
+
+    def _capture(self, server: str, pane_ids: list[str], ctx: CallContext) -> dict[str, PaneCapture] | Failure:
+        nonce = "mam-" + secrets.token_hex(16)
+        args: list[str] = []
+        for pane_id in pane_ids:
+            # The header is a format tmux expands: the nonce is hex, so it holds no '#'.
+            args += [";"] if args else []
+            args += ["display-message", "-p", "-t", pane_id, _header(nonce), ";",
+                     "capture-pane", "-p", "-J", "-t", pane_id]
+        result = self._run(server, args, timeout=ctx.timeout, env=ctx.env)
+        now = time.time()
+        return parse_or_failure(self.name, server, result, lambda out: parse_captures(out, nonce, pane_ids, now))
+
+    def send_text(self, server: str, agent: Agent, text: str, enter: bool, ctx: CallContext) -> SendResult:
+        """`text` as literal characters (`send-keys -l`: no key names), then Enter as a key of its own."""
+        if not agent.pane_id or not _PANE_ID.fullmatch(agent.pane_id):
+            return SendResult(False, f"tmux gave no pane id for {agent.name}")
+        args: list[str] = []
+        if text:
+            args += ["send-keys", "-l", "-t", agent.pane_id, "--", literal(text)]
+        if enter:
+            args += [";"] if args else []
+            args += ["send-keys", "-t", agent.pane_id, "Enter"]
+        result = self._run(server, args, timeout=ctx.timeout, env=ctx.env)
+        if result.returncode != 0 or result.stderr.strip():
+            return SendResult(False, "tmux send-keys failed", failure=Failure(self.name, server, result))
+        return SendResult(True, f"sent {len(text)} characters to {agent.name}" + (" and Enter" if enter else ""))

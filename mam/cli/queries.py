@@ -20,14 +20,22 @@ def status(ctx: typer.Context,
            server: Annotated[list[str] | None, typer.Option(
                "--server", metavar="NAME", autocompletion=complete.servers,
                help="only this server of the selected backend (repeatable)")] = None,
+           state: Annotated[list[str] | None, typer.Option(
+               "--state", metavar="STATE[,STATE]",
+               help="only agents in these states: working, blocked, idle, done, unknown (repeatable)")] = None,
+           no_state: Annotated[bool, typer.Option(
+               "--no-state", help="skip reading the agents' states (no STATE column, no capture calls)")] = False,
            as_json: Json = False) -> int:
     call = begin(ctx, as_json)
     from mam import render
-    from mam.commands.status import status_document
+    from mam.commands.status import parse_state_filter, status_document
 
+    only = parse_state_filter(state or [])
+    if only and no_state:
+        raise MamError("usage", "--state and --no-state contradict each other", hint="drop one of them")
     app = call.open()
     with waiting("asking the servers for their agents", call.json):
-        doc = status_document(app, server or ())
+        doc = status_document(app, server or (), with_state=not no_state, only_states=only)
     code = say_unanswered(app, doc)
     emit(doc, call.json, None if call.json else render.status_text(doc))
     return code

@@ -8,9 +8,9 @@ from typing import Any
 from mam.app import App
 from mam.errors import MamError
 from mam.names import check_name
-from mam.plugin.records import Agent, ServerOutcome, ServerState
+from mam.plugin.records import AGENT_STATES, Agent, AgentState, ServerOutcome, ServerState
 from mam.registry import Row
-from mam.servers import outcomes_for, resolve_explicit_backend
+from mam.servers import ServerKey, call_context, outcomes_for, resolve_explicit_backend
 
 
 def live_agent(row: Row, outcome: ServerOutcome | None) -> tuple[str, Agent | None]:
@@ -23,17 +23,41 @@ def live_agent(row: Row, outcome: ServerOutcome | None) -> tuple[str, Agent | No
     return "absent", None
 
 
-def session_entry(row: Row, outcome: ServerOutcome | None) -> dict[str, Any]:
+def session_entry(row: Row, outcome: ServerOutcome | None,
+                  states: Mapping[str, AgentState] | None = None) -> dict[str, Any]:
+    """A row next to its server's answer; with `states` (state was asked for), its agent's state too."""
     live, agent = live_agent(row, outcome)
-    return {
+    entry: dict[str, Any] = {
         "name": row.name, "backend": row.backend, "server": row.server, "status": row.status, "live": live,
         "agent": (agent.agent if agent and agent.agent else row.agent),
         "cwd": (agent.cwd if agent and agent.cwd else row.cwd),
         "pane_id": (agent.pane_id if agent and agent.pane_id else row.pane_id),
     }
+    if states is not None:
+        from mam.commands import state as agent_state
+
+        found = states.get(row.name)
+        if found is None:
+            found = {"alive": agent_state.unknown("its state was not read"), "absent": agent_state.NOT_RUNNING,
+                     "unknown": agent_state.NOT_ASKED}[live]
+        entry.update(found.as_json())
+    return entry
 
 
-def status_document(app: App, servers: Sequence[str] = ()) -> dict[str, Any]:
+def parse_state_filter(values: Sequence[str]) -> frozenset[str]:
+    """`--state blocked --state idle,done`: the states to show. An unknown word is bad input."""
+    wanted = {word.strip() for value in values for word in value.split(",") if word.strip()}
+    bad = sorted(wanted - set(AGENT_STATES))
+    if bad or (values and not wanted):
+        raise MamError("usage", f"--state {','.join(bad) or '(empty)'}: expected one or more of "
+                       f"{', '.join(AGENT_STATES)}, separated by commas")
+    return frozenset(wanted)
+
+
+def status_document(app: App, servers: Sequence[str] = (), *, with_state: bool = True,
+                    only_states: frozenset[str] = frozenset(), names: Sequence[str] = ()) -> dict[str, Any]:
+    """The status document. `with_state` reads each live agent's state in the same fan-out as the listing;
+    `only_states` keeps the sessions in those states; `names` keeps those rows only (mam wait)."""
     for server in servers:
         check_name(server, "server name")
     explicit = resolve_explicit_backend(app)
@@ -41,10 +65,19 @@ def status_document(app: App, servers: Sequence[str] = ()) -> dict[str, Any]:
     rows = [r for r in reg.rows if explicit is None or r.backend == explicit]
     if servers:
         rows = [r for r in rows if r.server in servers]
+    if names:
+        rows = [r for r in rows if r.name in names]
     keys = {(r.backend, r.server) for r in rows} | {(app.backend_name, s) for s in servers}
-    outcomes = outcomes_for(app, keys)
-    sessions = sorted((session_entry(r, outcomes.get((r.backend, r.server))) for r in rows),
-                      key=lambda s: (s["backend"], s["server"], s["name"]))
+    states: dict[ServerKey, Mapping[str, AgentState]] = {}
+    outcomes = outcomes_for(app, keys, _state_reader(app, rows, states) if with_state or only_states else None)
+    for found in states.values():
+        if isinstance(found, MamError):
+            raise found  # a bad .mam/states.yaml: bad input, exit 2
+    sessions = sorted((session_entry(r, outcomes.get((r.backend, r.server)),
+                                     states.get((r.backend, r.server), {}) if with_state or only_states else None)
+                       for r in rows), key=lambda s: (s["backend"], s["server"], s["name"]))
+    if only_states:
+        sessions = [s for s in sessions if s["state"] in only_states]
     return {
         "schema": 1,
         "workspace": str(app.workspace.root),
@@ -52,7 +85,27 @@ def status_document(app: App, servers: Sequence[str] = ()) -> dict[str, Any]:
         "backend": explicit,
         "servers": [outcomes[k].as_json() for k in sorted(outcomes)],
         "sessions": sessions,
+        "state_filter": sorted(only_states, key=AGENT_STATES.index) if only_states else None,
     }
+
+
+def _state_reader(app: App, rows: Sequence[Row], into: dict[ServerKey, Any]) -> Any:
+    """The fan-out's `after` step: the states of the live agents that have rows, one capture call per server."""
+    from mam.commands import state as agent_state
+
+    library = agent_state.LazyLibrary(app.workspace.dot_mam / "states.yaml")
+    ctx = call_context(app)
+    kinds: dict[ServerKey, dict[str, str | None]] = {}
+    for row in rows:
+        kinds.setdefault((row.backend, row.server), {})[row.name] = row.agent
+
+    def after(key: ServerKey, outcome: ServerOutcome) -> None:
+        wanted = kinds.get(key, {})
+        alive = tuple(a for a in outcome.agents if a.name is not None and a.name in wanted)
+        if outcome.state is ServerState.UP and alive:
+            into[key] = agent_state.safe_server_states(app.plugins, library, *key, alive, wanted, ctx)
+
+    return after
 
 
 def unanswered(app: App, doc: Mapping[str, Any]) -> tuple[list[str], bool]:

@@ -1,0 +1,131 @@
+"""An agent's state (docs/states.md): the backend's own answer when it has one, else its pane's screen read by
+the kind library's rules, with the facts the multiplexer knows (a dead pane, how long the screen is unchanged,
+whether anyone looked at it since). Never guessed: anything mam cannot read is `unknown`, with the reason.
+
+Computed inside the parallel fan-out of the listing (one capture call per server), and only when asked for.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mam.plugin.records import Agent, AgentState, Failure, PaneCapture
+
+if TYPE_CHECKING:
+    from mam.kinds.library import Library
+    from mam.plugin.manager import Plugins
+    from mam.plugin.records import CallContext
+
+# A working screen unchanged for longer than this is stale: the agent (or its terminal) is stuck, or the rule
+# matched a line that lingered. It is reported `unknown`, never `working`.
+STALE_AFTER = 10.0
+SOURCES = ("backend", "screen", "none")
+
+
+def _evidence(rule: str | None = None, line: str | None = None, fact: str | None = None) -> dict[str, Any]:
+    return {"rule": rule, "line": line, "fact": fact}
+
+
+def unknown(fact: str, source: str = "none", rule: str | None = None, line: str | None = None) -> AgentState:
+    return AgentState("unknown", source, _evidence(rule, line, fact))
+
+
+NOT_RUNNING = unknown("not running: its server lists no live pane for it")
+NOT_ASKED = unknown("its server could not be asked")
+
+
+class LazyLibrary:
+    """The kind library with the workspace's `.mam/states.yaml`, loaded the first time a screen is read (a
+    backend with states of its own never needs it), once for all threads. A bad file raises MamError."""
+
+    def __init__(self, user_file: Path | None) -> None:
+        self.user_file = user_file
+        self._lock = threading.Lock()
+        self._library: Library | None = None
+
+    def __call__(self) -> Library:
+        with self._lock:
+            if self._library is None:
+                from mam.kinds.library import load_library
+
+                self._library = load_library(self.user_file)
+            return self._library
+
+
+def kind_of(library: Library, kinds: tuple[str | None, ...], command: str | None) -> str | None:
+    """The first of `kinds` (the row's `agent`, then the listing's) that the library knows, else the kind of
+    the program the pane runs, else None (read with the generic rules)."""
+    for kind in kinds:
+        if kind and kind in library.kinds:
+            return kind
+    return library.kind_for(command.split()) if command and command.strip() else None
+
+
+def read_capture(library: Library, kinds: tuple[str | None, ...], capture: PaneCapture | None) -> AgentState:
+    """One agent's state from what its backend captured."""
+    if capture is None:
+        return unknown("its pane was not captured")
+    if capture.dead:
+        # Its program has ended: not idle, whatever the last screen shows.
+        return unknown("the pane's program has ended", "screen", "pane_dead", capture.dead_status or "exited")
+    if capture.text is None:
+        return unknown("the backend gave no screen text")
+    from mam.kinds.classify import classify_screen
+
+    verdict = classify_screen(library, kind_of(library, kinds, capture.command), capture.text)
+    if verdict.rule is None:
+        return unknown("no rule matches the screen", "screen")
+    if verdict.state == "working" and capture.idle_seconds is not None and capture.idle_seconds > STALE_AFTER:
+        return unknown(f"stale: a working screen unchanged for {capture.idle_seconds:.0f} s (more than "
+                       f"{STALE_AFTER:g} s)", "screen", verdict.rule, verdict.line)
+    if verdict.state == "idle" and capture.seen is False:
+        return AgentState("done", "screen", _evidence(verdict.rule, verdict.line,
+                                                      "no client has looked at it since its last output"))
+    return AgentState(verdict.state, "screen", _evidence(verdict.rule, verdict.line))
+
+
+def server_states(plugins: Plugins, library: Callable[[], Library], backend_name: str, server: str,
+                  agents: tuple[Agent, ...], kinds: Mapping[str, str | None],
+                  ctx: CallContext) -> dict[str, AgentState]:
+    """The state of each of `agents` (live, named, of one server): native answers first, then one capture call
+    for the rest. `kinds` is each name's registered kind. Never raises: a failure is `unknown` with why."""
+    backend = plugins.backend(backend_name)
+    out: dict[str, AgentState] = {}
+    rest: list[Agent] = []
+    for agent in agents:
+        assert agent.name is not None
+        native = plugins.agent_state(backend, server, agent, ctx)
+        if native is not None:
+            out[agent.name] = native
+        else:
+            rest.append(agent)
+    if not rest:
+        return out
+    captured = plugins.capture_panes(backend, server, tuple(rest), ctx)
+    if captured is None:
+        return {**out, **{a.name or "": unknown(f"backend {backend_name} gives no agent state") for a in rest}}
+    if isinstance(captured, Failure):
+        error = plugins.classify(backend, captured)
+        return {**out, **{a.name or "": unknown(f"capture failed: {error.message[:200]}") for a in rest}}
+    for agent in rest:
+        name = agent.name or ""
+        out[name] = read_capture(library(), (kinds.get(name), agent.agent), captured.get(name))
+    return out
+
+
+def safe_server_states(plugins: Plugins, library: Callable[[], Library], backend_name: str, server: str,
+                       agents: tuple[Agent, ...], kinds: Mapping[str, str | None],
+                       ctx: CallContext) -> dict[str, AgentState] | Exception:
+    """`server_states`, with a bad `.mam/states.yaml` (MamError) handed back for the caller to raise, and a
+    plugin bug turned into `unknown`: one server's failure must not spoil the others' answers."""
+    from mam.errors import MamError
+
+    try:
+        return server_states(plugins, library, backend_name, server, agents, kinds, ctx)
+    except MamError as exc:
+        return exc
+    except Exception as exc:  # a plugin bug
+        return {a.name or "": unknown(f"backend {backend_name} failed: {exc!r}"[:200]) for a in agents}
