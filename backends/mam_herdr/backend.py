@@ -14,6 +14,7 @@ from mam.api import (
     CommandResult,
     ErrorKind,
     Failure,
+    SendResult,
     ServerError,
     SpawnRequest,
     SpawnResult,
@@ -220,3 +221,16 @@ class HerdrBackend:
         if isinstance(closed, Failure):
             return StopResult(False, f"herdr pane close {agent.pane_id} failed", failure=closed)
         return StopResult(True, f"closed herdr pane {agent.pane_id}")
+
+    def send_text(self, server: str, agent: Agent, text: str, enter: bool, ctx: CallContext) -> SendResult:
+        """`pane send-text` types `text` as it is, then `pane send-keys ... Enter`; both print nothing on
+        success. herdr's own state comes with every listing (`agent_status`), so it needs no capture."""
+        if agent.pane_id is None:
+            return SendResult(False, f"herdr gave no pane id for {agent.name}")
+        calls = ([["pane", "send-text", agent.pane_id, "--", text]] if text else []) + (
+            [["pane", "send-keys", agent.pane_id, "Enter"]] if enter else [])
+        for call in calls:
+            result = run(_argv(server, *call), timeout=ctx.timeout, env=ctx.env)
+            if result.returncode != 0 or result.stdout.strip() or result.stderr.strip():
+                return SendResult(False, f"herdr pane {call[1]} failed", failure=Failure(self.name, server, result))
+        return SendResult(True, f"sent {len(text)} characters to {agent.name}" + (" and Enter" if enter else ""))

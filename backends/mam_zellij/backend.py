@@ -17,6 +17,8 @@ from mam.api import (
     CommandResult,
     ErrorKind,
     Failure,
+    PaneCapture,
+    SendResult,
     ServerError,
     SpawnRequest,
     SpawnResult,
@@ -247,3 +249,36 @@ class ZellijBackend:
         if result.returncode != 0 or text.strip():  # success is silent; any text is a failure
             return StopResult(False, "zellij close-pane failed", failure=Failure(self.name, server, result))
         return StopResult(True, f"closed zellij pane terminal_{agent.pane_id}")
+
+    def capture_panes(self, server: str, agents: tuple[Agent, ...],
+                      ctx: CallContext) -> dict[str, PaneCapture] | Failure:
+        """One `action dump-screen --pane-id` per agent (zellij runs one action per call), its visible screen on
+        stdout. zellij knows neither when a pane last changed nor whether anyone looked at it: its captures carry
+        no activity and no seen fact, so its agents are `idle`, never `done`, and a working screen is never
+        judged stale. A pane zellij cannot dump is left out (`unknown`)."""
+        out: dict[str, PaneCapture] = {}
+        for agent in agents:
+            if agent.name is None or agent.pane_id is None or not agent.pane_id.isdigit():
+                continue
+            result = self._run(["--session", server, "action", "dump-screen", "--pane-id",
+                                f"terminal_{agent.pane_id}"], timeout=ctx.timeout, env=ctx.env)
+            text = result.stdout + result.stderr
+            if any(marker in text for marker in _NOT_FOUND) or NO_SESSIONS in text:
+                return Failure(self.name, server, result)  # the session went away: the whole answer is void
+            if result.returncode != 0 or result.stderr.strip():
+                continue
+            out[agent.name] = PaneCapture(text=result.stdout)
+        return out
+
+    def send_text(self, server: str, agent: Agent, text: str, enter: bool, ctx: CallContext) -> SendResult:
+        """`write-chars` types `text` as characters (no key names); Enter is byte 13 by `write`."""
+        if agent.pane_id is None or not agent.pane_id.isdigit():
+            return SendResult(False, f"zellij gave no pane id for {agent.name}")
+        pane = f"terminal_{agent.pane_id}"
+        calls = ([["write-chars", "--pane-id", pane, "--", text]] if text else []) + (
+            [["write", "--pane-id", pane, "13"]] if enter else [])
+        for call in calls:
+            result = self._run(["--session", server, "action", *call], timeout=ctx.timeout, env=ctx.env)
+            if result.returncode != 0 or (result.stdout + result.stderr).strip():  # success is silent
+                return SendResult(False, f"zellij {call[0]} failed", failure=Failure(self.name, server, result))
+        return SendResult(True, f"sent {len(text)} characters to {agent.name}" + (" and Enter" if enter else ""))
