@@ -216,8 +216,14 @@ def check_env_names(app: App, names: list[str]) -> list[str]:
 
 
 def with_env(argv: tuple[str, ...], assignments: list[str]) -> tuple[str, ...]:
-    """The agent's argv with the variables it is to get, set by `env` (argv, never a shell)."""
-    return ("env", *assignments, "--", *argv) if assignments else argv
+    """The agent's argv with the variables it is to get, set by `env` (argv, never a shell). Assignments come
+    after `--` (env reads a `--` after them as the program); a program named with '=' is refused by spawn."""
+    if not assignments:
+        return argv
+    if "=" in argv[0]:
+        raise MamError("usage", f"cannot pass --env to the program {_shown(argv[0])}: env would read a name "
+                       "holding '=' as a variable", hint="rename the program, or run it by another path")
+    return ("env", "--", *assignments, *argv)
 
 
 def launch_spec(agent: str | None, command: str | None, args: list[str], cwd: str,
@@ -314,6 +320,7 @@ def spawn_document(app: App, name: str, *, agent: str | None, server: str | None
     if unset:
         raise MamError("usage", f"--env {', '.join(unset)}: not set in this environment",
                        hint="set it, or leave that --env out")
+    with_env(argv, assignments)  # a program it cannot pass them to is refused before anything starts
     directory = checked_directory(cwd)
     backend = app.plugins.backend(app.backend_name)
     spec = app.plugins.spec(app.backend_name)

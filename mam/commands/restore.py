@@ -139,7 +139,12 @@ def _plan(app: App, row: Row, outcome: ServerOutcome, named: bool, library: Libr
     except MamError as exc:
         step.message = exc.message
         return step
-    _, step.env_missing = env_assignments(app, list(step.spec.get("env_names") or ()))
+    present, step.env_missing = env_assignments(app, list(step.spec.get("env_names") or ()))
+    try:
+        with_env(tuple(step.argv), present)
+    except MamError as exc:
+        step.message = exc.message
+        return step
     cwd = Path(step.spec["cwd"])
     if not cwd.is_absolute() or not cwd.is_dir():
         step.message = f"its directory {step.spec['cwd']} is not a directory any more"
@@ -178,19 +183,27 @@ def _claim(key: RowKey, seen: dict[str, Any], token: str, taken: list[Row]) -> r
 def _restore(app: App, step: Step, progress: bool) -> None:
     row = step.row
     assert step.spec is not None and step.argv is not None
+    assignments, step.env_missing = env_assignments(app, list(step.spec.get("env_names") or ()))
+    kind = row.agent or step.spec.get("kind") or Path(step.argv[0]).name
+    try:
+        request = SpawnRequest(row.name, kind, step.spec["cwd"], with_env(tuple(step.argv), assignments))
+    except MamError as exc:
+        step.outcome, step.message = "failed", exc.message
+        return
     token = secrets.token_hex(8)
     taken: list[Row] = []
-    fresh = registry.update(app.workspace.registry_path, app.row_default_backend,
-                            _claim(row.key, step.seen, token, taken, ))
+    try:
+        fresh = registry.update(app.workspace.registry_path, app.row_default_backend,
+                                _claim(row.key, step.seen, token, taken))
+    except MamError as exc:  # a locked or read-only registry: nothing was claimed or started
+        step.outcome, step.message = "failed", exc.message
+        return
     mine = fresh.find(row.key)
     if mine is None or mine.raw.get(TOKEN) != token:
         step.outcome = "skipped"
         now = f" (now {taken[0].status})" if taken else " (it was removed)"
         step.message = f"another command changed its row meanwhile{now}: left to it"
         return
-    assignments, step.env_missing = env_assignments(app, list(step.spec.get("env_names") or ()))
-    kind = row.agent or step.spec.get("kind") or Path(step.argv[0]).name
-    request = SpawnRequest(row.name, kind, step.spec["cwd"], with_env(tuple(step.argv), assignments))
     ctx = CallContext(timeout=app.timeout, env=app.server_env)
     try:
         settled, _ = launch(app, row.key, token, request, ctx, progress, {"restored_at": registry.timestamp()})
