@@ -1,0 +1,132 @@
+"""`mam wait` (poll one agent's state until it is one of some states) and `mam send` (type text into its pane).
+
+Neither starts a server: both find the agent by listing its server, and a server that is down is an error.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from mam.app import App
+from mam.errors import MamError
+from mam.names import check_name
+from mam.plugin.records import Agent, ErrorKind, ServerState
+from mam.registry import Row
+from mam.servers import call_context, outcomes_for, require_binary, resolve_explicit_backend
+
+POLL_INTERVAL = 0.5
+MAX_TEXT = 64 * 1024  # a prompt, not a file: anything longer is refused before it reaches a backend
+
+
+def _row(app: App, name: str, server: str | None) -> Row:
+    """The one registry row of agent `name` (of the explicit backend and `server` when given)."""
+    check_name(name, "agent name")
+    if server is not None:
+        check_name(server, "server name")
+    explicit = resolve_explicit_backend(app)
+    rows = [r for r in app.load_registry().rows if r.name == name and (explicit is None or r.backend == explicit)
+            and (server is None or r.server == server)]
+    if not rows:
+        raise MamError("operation_failed", f"no registered agent named {name}"
+                       + (f" on server {server}" if server else ""), hint="see `mam status`")
+    if len(rows) > 1:
+        where = ", ".join(f"{r.backend} {r.server}" for r in rows)
+        raise MamError("usage", f"{name} is registered on more than one server ({where})",
+                       hint="pick one with --server (and --backend)")
+    return rows[0]
+
+
+def check_text(text: str, enter: bool) -> None:
+    """Text is typed as characters: a control character (a newline, an escape, Ctrl-C) would act as a key, and a
+    newline would submit half a prompt. Enter is asked for with --enter, on its own."""
+    if not text and not enter:
+        raise MamError("usage", "nothing to send: give TEXT, --enter, or both")
+    if len(text) > MAX_TEXT:
+        raise MamError("usage", f"TEXT is {len(text)} characters long; at most {MAX_TEXT} are sent")
+    bad = next((ch for ch in text if (ord(ch) < 32 and ch != "\t") or 127 <= ord(ch) < 160), None)
+    if bad is not None:
+        raise MamError("usage", f"TEXT holds the control character {bad!r}: it would act as a key, not as text",
+                       hint="send one line of text; add --enter to submit it")
+
+
+def _live_agent(app: App, row: Row) -> Agent:
+    """The listed agent of `row`; an error when its server is down (never started here) or lists it not."""
+    key = (row.backend, row.server)
+    outcome = outcomes_for(app, {key})[key]
+    if outcome.state is ServerState.DOWN:
+        raise MamError("operation_failed", f"{row.backend} server {row.server} is down; mam never starts it to "
+                       "send text", hint=f"start it with `mam bootstrap --server {row.server}`")
+    if outcome.state is ServerState.UNKNOWN:
+        require_binary(app, outcome.error.kind if outcome.error else None, "mam send needs it", row.backend)
+        why = outcome.error.message if outcome.error else "no answer"
+        raise MamError("operation_failed", f"{row.backend} server {row.server} could not be asked: {why}")
+    agent = next((a for a in outcome.agents if a.name == row.name), None)
+    if agent is None:
+        raise MamError("operation_failed", f"{row.name} is not running on {row.backend} server {row.server}")
+    return agent
+
+
+def send_document(app: App, name: str, text: str, enter: bool, server: str | None = None) -> dict[str, Any]:
+    check_text(text, enter)
+    row = _row(app, name, server)
+    backend = app.plugins.backend(row.backend)
+    from mam.plugin.builtin import optional_operation
+
+    optional_operation(backend, "send_text")  # a backend that cannot type is refused before anything runs
+    agent = _live_agent(app, row)
+    result = app.plugins.send_text(backend, row.server, agent, text, enter, call_context(app))
+    if not result.ok:
+        detail = app.plugins.classify(backend, result.failure).message if result.failure else ""
+        raise MamError("operation_failed", result.message + (f": {detail}" if detail else ""))
+    return {"schema": 1, "name": row.name, "backend": row.backend, "server": row.server, "pane_id": agent.pane_id,
+            "characters": len(text), "enter": enter, "message": result.message}
+
+
+def check_timeout(timeout: float | None) -> None:
+    if timeout is not None and not (math.isfinite(timeout) and 0 < timeout <= 86400):
+        raise MamError("usage", f"--timeout {timeout:g}: expected seconds, more than 0 and at most 86400")
+
+
+def wait_document(app: App, name: str, until: Sequence[str], timeout: float | None, server: str | None = None,
+                  on_change: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Poll agent `name` every POLL_INTERVAL until its state is one of `until`, or `timeout` seconds pass.
+    `reached` says which; `session` is its last status entry (state and evidence). A server that is down, or an
+    agent its server does not list, ends the wait at once unless `unknown` is awaited (that is its state)."""
+    from mam.commands.status import parse_state_filter, status_document
+
+    wanted = parse_state_filter(until)
+    check_timeout(timeout)
+    row = _row(app, name, server)
+    start = time.monotonic()
+    last: str | None = None
+    while True:
+        doc = status_document(app, (), names=[row.name], with_state=True)
+        entry = next(s for s in doc["sessions"] if s["backend"] == row.backend and s["server"] == row.server)
+        waited = round(time.monotonic() - start, 3)
+        if on_change is not None and entry["state"] != last:
+            on_change(entry)
+        last = entry["state"]
+        reached = entry["state"] in wanted
+        result = {"schema": 1, "name": row.name, "backend": row.backend, "server": row.server,
+                  "until": sorted(wanted, key=("working", "blocked", "idle", "done", "unknown").index),
+                  "reached": reached, "waited": waited, "session": entry}
+        if reached:
+            return result
+        server_state = next((s["state"] for s in doc["servers"]
+                             if s["backend"] == row.backend and s["server"] == row.server), None)
+        if server_state == "down":
+            raise MamError("operation_failed", f"{row.backend} server {row.server} is down; mam wait never starts "
+                           "it", hint=f"start it with `mam bootstrap --server {row.server}`")
+        if entry["live"] == "absent":
+            raise MamError("operation_failed", f"{row.name} is not running on {row.backend} server {row.server}")
+        if server_state == "unknown":
+            error = next((s["error"] for s in doc["servers"]
+                          if s["backend"] == row.backend and s["server"] == row.server), None) or {}
+            if error.get("kind") == "not_installed":
+                require_binary(app, ErrorKind.NOT_INSTALLED, "mam wait needs it", row.backend)
+        if timeout is not None and waited >= timeout:
+            return result
+        time.sleep(POLL_INTERVAL if timeout is None else min(POLL_INTERVAL, max(0.0, timeout - waited)))
