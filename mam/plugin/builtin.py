@@ -50,6 +50,8 @@ def process_classification(failure: Failure) -> ServerError | None:
     """Facts about the process itself, which no backend can overrule."""
     result = failure.result
     program = result.argv[0] if result.argv else failure.backend
+    if result.transport_error is not None:  # ssh's own failure: the backend's program never answered
+        return result.transport_error
     if result.not_found:
         return ServerError(ErrorKind.NOT_INSTALLED, f"{program}: not found on PATH")
     if result.timed_out:

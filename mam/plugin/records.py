@@ -52,6 +52,9 @@ class CommandResult:
     not_found: bool = False  # the executable is not on PATH
     timeout: float = 0.0
     os_error: str | None = None  # it could not be started for another reason
+    # Set when the call ran on another host and the transport itself failed (ssh could not connect or log in):
+    # what that means, settled before any backend reads the result (never server_down).
+    transport_error: ServerError | None = None
 
 
 @dataclass(frozen=True)
