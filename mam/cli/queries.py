@@ -2,7 +2,7 @@
 
 import math
 import time
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -48,6 +48,9 @@ def reconcile(ctx: typer.Context,
                   "--adopt", help="register live named agents that have no row")] = False,
               watch: Annotated[float | None, typer.Option(
                   "--watch", metavar="SECONDS", help="repeat every SECONDS until interrupted")] = None,
+              restore: Annotated[bool, typer.Option(
+                  "--restore", help="with --apply: then restore every terminated agent (as `mam restore --all`)")
+              ] = False,
               once: Annotated[bool, typer.Option("--once", help="one pass (the default)")] = False,
               dry_run: Annotated[bool, typer.Option("--dry-run", help="write nothing (the default)")] = False,
               emit_diff: Annotated[bool, typer.Option("--emit-diff", help="print the report (the default)")] = False,
@@ -60,26 +63,40 @@ def reconcile(ctx: typer.Context,
         raise MamError("usage", "--apply and --dry-run contradict each other", hint="drop one of them")
     if watch is not None and not (math.isfinite(watch) and watch >= MIN_WATCH):
         raise MamError("usage", f"--watch {watch:g}: expected a number of seconds, at least {MIN_WATCH:g}")
+    if restore and not apply:
+        raise MamError("usage", "--restore needs --apply", hint="mam reconcile --apply --restore")
     if watch is not None and once:
         raise MamError("usage", "--once and --watch contradict each other", hint="drop one of them")
     app = call.open()
     if watch is None:
         with waiting("asking the servers for their agents", call.json):
-            doc = reconcile_document(app, apply=apply, adopt=adopt)
+            doc = reconcile_document(app, apply=apply, adopt=adopt, restore=restore)
         code = say_unanswered(app, doc)
-        emit(doc, call.json, None if call.json else render.reconcile_text(doc))
-        return code
+        emit(doc, call.json, None if call.json else _with_restore(render.reconcile_text(doc), doc))
+        return 1 if doc["restore"] and doc["restore"]["counts"]["failed"] else code
     try:
         while True:
-            doc = reconcile_document(app, apply=apply, adopt=adopt)
+            doc = reconcile_document(app, apply=apply, adopt=adopt, restore=restore)
             stamp = time.strftime("%Y-%m-%d %H:%M:%S")
-            emit(doc, call.json, None if call.json else f"--- {stamp}\n{render.reconcile_text(doc)}", compact=True)
+            text = f"--- {stamp}\n{_with_restore(render.reconcile_text(doc), doc)}"
+            emit(doc, call.json, None if call.json else text, compact=True)
             time.sleep(watch)
     except KeyboardInterrupt as exc:
         end_children()
         if type(exc) is not KeyboardInterrupt:  # SIGTERM or SIGHUP: not the user's Ctrl-C that ends a watch
             raise
         return 0
+
+
+def _with_restore(text: str, doc: dict[str, Any]) -> str:
+    """The reconcile report, then what --restore did, one line per agent."""
+    from mam.render import visible
+
+    if doc["restore"] is None:
+        return text
+    lines = [visible(f"restore {a['name']} ({a['backend']} server {a['server']}): {a['outcome'].replace('_', ' ')}: "
+                     f"{a['message']}") for a in doc["restore"]["agents"]]
+    return "\n".join([text, *(lines or ["restore: nothing to restore"])])
 
 
 def ls(ctx: typer.Context,

@@ -120,7 +120,8 @@ def make_change(drifts: list[Drift], written: list[Drift]) -> registry.Change:
     return change
 
 
-def reconcile_document(app: App, apply: bool = False, adopt: bool = False) -> dict[str, Any]:
+def reconcile_document(app: App, apply: bool = False, adopt: bool = False, restore: bool = False) -> dict[str, Any]:
+    """`restore`: after the fixes are on disk, `mam restore --all` (its agents and counts go under `restore`)."""
     explicit = resolve_explicit_backend(app)
     reg = app.load_registry()
     rows = [r for r in reg.rows if explicit is None or r.backend == explicit]
@@ -149,4 +150,13 @@ def reconcile_document(app: App, apply: bool = False, adopt: bool = False) -> di
         "drifts": [d.as_json() for d in drifts],
         "applied": applied,  # --apply was given and its pass is on disk, even with nothing to write
         "written": len(written),  # rows --apply changed or added; fewer than its fixes when rows changed meanwhile
+        "restore": _restore_all(app) if restore else None,
     }
+
+
+def _restore_all(app: App) -> dict[str, Any]:
+    from mam.commands.restore import plan_summary, restore_plan, run_plan
+
+    steps, _ = restore_plan(app, [], all_rows=True)
+    run_plan(app, steps)
+    return {"agents": [s.as_json() for s in steps], "counts": plan_summary(steps)}
