@@ -28,7 +28,7 @@ def wait(ctx: typer.Context,
     from mam.commands.status import parse_state_filter
     from mam.render import state_text, visible
 
-    parse_state_filter([until])
+    parse_state_filter([until], "--until")
     check_timeout(timeout)
     app = call.open()
 
@@ -44,7 +44,8 @@ def wait(ctx: typer.Context,
     line = state_text(doc["session"])
     if not doc["reached"]:
         sys.stderr.write(visible(f"mam: timed out after {timeout:g} s: ") + line + "\n")
-    emit(doc, call.json, None if call.json or sys.stdout.isatty() and doc["reached"] else line)
+    # On a terminal the last change is already shown; a timeout is said on stderr.
+    emit(doc, call.json, None if call.json or sys.stdout.isatty() or not doc["reached"] else line)
     return 0 if doc["reached"] else 1
 
 

@@ -97,7 +97,7 @@ def wait_document(app: App, name: str, until: Sequence[str], timeout: float | No
     agent its server does not list, ends the wait at once unless `unknown` is awaited (that is its state)."""
     from mam.commands.status import parse_state_filter, status_document
 
-    wanted = parse_state_filter(until)
+    wanted = parse_state_filter(until, "--until")
     check_timeout(timeout)
     row = _row(app, name, server)
     start = time.monotonic()

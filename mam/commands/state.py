@@ -35,6 +35,7 @@ def unknown(fact: str, source: str = "none", rule: str | None = None, line: str 
 
 NOT_RUNNING = unknown("not running: its server lists no live pane for it")
 NOT_ASKED = unknown("its server could not be asked")
+SERVER_DOWN = unknown("not running: its server is down")
 
 
 class LazyLibrary:
@@ -64,7 +65,8 @@ def kind_of(library: Library, kinds: tuple[str | None, ...], command: str | None
     return library.kind_for(command.split()) if command and command.strip() else None
 
 
-def read_capture(library: Library, kinds: tuple[str | None, ...], capture: PaneCapture | None) -> AgentState:
+def read_capture(library: Library, kinds: tuple[str | None, ...], capture: PaneCapture | None,
+                 stale_after: float = STALE_AFTER) -> AgentState:
     """One agent's state from what its backend captured."""
     if capture is None:
         return unknown("its pane was not captured")
@@ -78,9 +80,9 @@ def read_capture(library: Library, kinds: tuple[str | None, ...], capture: PaneC
     verdict = classify_screen(library, kind_of(library, kinds, capture.command), capture.text)
     if verdict.rule is None:
         return unknown("no rule matches the screen", "screen")
-    if verdict.state == "working" and capture.idle_seconds is not None and capture.idle_seconds > STALE_AFTER:
+    if verdict.state == "working" and capture.idle_seconds is not None and capture.idle_seconds > stale_after:
         return unknown(f"stale: a working screen unchanged for {capture.idle_seconds:.0f} s (more than "
-                       f"{STALE_AFTER:g} s)", "screen", verdict.rule, verdict.line)
+                       f"{stale_after:g} s)", "screen", verdict.rule, verdict.line)
     if verdict.state == "idle" and capture.seen is False:
         return AgentState("done", "screen", _evidence(verdict.rule, verdict.line,
                                                       "no client has looked at it since its last output"))
@@ -88,8 +90,8 @@ def read_capture(library: Library, kinds: tuple[str | None, ...], capture: PaneC
 
 
 def server_states(plugins: Plugins, library: Callable[[], Library], backend_name: str, server: str,
-                  agents: tuple[Agent, ...], kinds: Mapping[str, str | None],
-                  ctx: CallContext) -> dict[str, AgentState]:
+                  agents: tuple[Agent, ...], kinds: Mapping[str, str | None], ctx: CallContext,
+                  stale_after: float = STALE_AFTER) -> dict[str, AgentState]:
     """The state of each of `agents` (live, named, of one server): native answers first, then one capture call
     for the rest. `kinds` is each name's registered kind. Never raises: a failure is `unknown` with why."""
     backend = plugins.backend(backend_name)
@@ -112,19 +114,19 @@ def server_states(plugins: Plugins, library: Callable[[], Library], backend_name
         return {**out, **{a.name or "": unknown(f"capture failed: {error.message[:200]}") for a in rest}}
     for agent in rest:
         name = agent.name or ""
-        out[name] = read_capture(library(), (kinds.get(name), agent.agent), captured.get(name))
+        out[name] = read_capture(library(), (kinds.get(name), agent.agent), captured.get(name), stale_after)
     return out
 
 
 def safe_server_states(plugins: Plugins, library: Callable[[], Library], backend_name: str, server: str,
                        agents: tuple[Agent, ...], kinds: Mapping[str, str | None],
-                       ctx: CallContext) -> dict[str, AgentState] | Exception:
+                       ctx: CallContext, stale_after: float = STALE_AFTER) -> dict[str, AgentState] | Exception:
     """`server_states`, with a bad `.mam/states.yaml` (MamError) handed back for the caller to raise, and a
     plugin bug turned into `unknown`: one server's failure must not spoil the others' answers."""
     from mam.errors import MamError
 
     try:
-        return server_states(plugins, library, backend_name, server, agents, kinds, ctx)
+        return server_states(plugins, library, backend_name, server, agents, kinds, ctx, stale_after)
     except MamError as exc:
         return exc
     except Exception as exc:  # a plugin bug

@@ -40,16 +40,18 @@ def session_entry(row: Row, outcome: ServerOutcome | None,
         if found is None:
             found = {"alive": agent_state.unknown("its state was not read"), "absent": agent_state.NOT_RUNNING,
                      "unknown": agent_state.NOT_ASKED}[live]
+            if outcome is not None and outcome.state is ServerState.DOWN:
+                found = agent_state.SERVER_DOWN
         entry.update(found.as_json())
     return entry
 
 
-def parse_state_filter(values: Sequence[str]) -> frozenset[str]:
+def parse_state_filter(values: Sequence[str], option: str = "--state") -> frozenset[str]:
     """`--state blocked --state idle,done`: the states to show. An unknown word is bad input."""
     wanted = {word.strip() for value in values for word in value.split(",") if word.strip()}
     bad = sorted(wanted - set(AGENT_STATES))
     if bad or (values and not wanted):
-        raise MamError("usage", f"--state {','.join(bad) or '(empty)'}: expected one or more of "
+        raise MamError("usage", f"{option} {','.join(bad) or '(empty)'}: expected one or more of "
                        f"{', '.join(AGENT_STATES)}, separated by commas")
     return frozenset(wanted)
 
@@ -92,8 +94,10 @@ def status_document(app: App, servers: Sequence[str] = (), *, with_state: bool =
 def _state_reader(app: App, rows: Sequence[Row], into: dict[ServerKey, Any]) -> Any:
     """The fan-out's `after` step: the states of the live agents that have rows, one capture call per server."""
     from mam.commands import state as agent_state
+    from mam.runner import timeout_from_env
 
     library = agent_state.LazyLibrary(app.workspace.dot_mam / "states.yaml")
+    stale_after = timeout_from_env(app.env, "MAM_STALE_SECONDS", agent_state.STALE_AFTER)
     ctx = call_context(app)
     kinds: dict[ServerKey, dict[str, str | None]] = {}
     for row in rows:
@@ -103,7 +107,7 @@ def _state_reader(app: App, rows: Sequence[Row], into: dict[ServerKey, Any]) -> 
         wanted = kinds.get(key, {})
         alive = tuple(a for a in outcome.agents if a.name is not None and a.name in wanted)
         if outcome.state is ServerState.UP and alive:
-            into[key] = agent_state.safe_server_states(app.plugins, library, *key, alive, wanted, ctx)
+            into[key] = agent_state.safe_server_states(app.plugins, library, *key, alive, wanted, ctx, stale_after)
 
     return after
 
