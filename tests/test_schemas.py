@@ -30,7 +30,7 @@ COMMAND_SCHEMAS = {
     "spawn": "spawn.json", "stop": "stop.json", "forget": "forget.json", "prune": "forget.json",
     "backends": "backends.json", "env": "env.json", "version": "version.json", "shim install": "shim-install.json",
     "skills install": "skills-install.json",
-    "demo": "demo.json",
+    "demo": "demo.json", "restore": "restore.json",
 }
 SHARED = {"common.json", "error.json"}  # parts every document uses, and the error document of every command
 
@@ -320,7 +320,28 @@ def test_demo(ws: Workspace, tmux: Tmux) -> None:
     env = {k: v for k, v in ws.env.items() if not k.startswith("MAM_")}
     doc = checked(ws, "demo", env=env)
     assert [s["command"].split()[0] for s in doc["steps"]] == ["spawn", "spawn", "status", "reconcile",
-                                                               "reconcile", "status"]
+                                                               "reconcile", "status", "restore", "status"]
+
+
+def test_restore_plan_outcome_and_reconcile_restore_on_tmux(ws: Workspace, tmux: Tmux) -> None:
+    server = tmux.name()
+    checked(ws, "spawn", "keep-1", "--server", server, "--command", "sleep 600", "--cwd", str(ws.root))
+    checked(ws, "spawn", "keep-2", "--server", server, "--command", "sleep 600", "--cwd", str(ws.root))
+    tmux.run(server, "kill-server")
+    with ws.registry.open("a") as registry_file:  # one the plan cannot start, and one it cannot ask
+        registry_file.write("- " + json.dumps({"name": "no-spec", "backend": "tmux", "server": server,
+                                               "status": "terminated"}) + "\n")
+        registry_file.write("- " + json.dumps({"name": "far", "backend": "herdr", "server": "flaky",
+                                               "status": "running"}) + "\n")
+    ws.herdr.set_fault("flaky", stderr="boom", exit=1)
+    plan = checked(ws, "restore", "--all", "--dry-run", expect=1, env={**ws.env, "MAM_BACKEND": ""})
+    assert {a["name"]: a["outcome"] for a in plan["agents"]} == {
+        "keep-1": "would_restore", "keep-2": "would_restore", "no-spec": "failed", "far": "skipped"}
+    doc = checked(ws, "restore", "keep-1")
+    assert doc["agents"][0]["outcome"] == "restored" and doc["agents"][0]["pane_id"]
+    assert checked(ws, "restore", "keep-1")["agents"][0]["outcome"] == "running"
+    doc = checked(ws, "reconcile", "--apply", "--restore", expect=1)
+    assert {a["name"]: a["outcome"] for a in doc["restore"]["agents"]} == {"keep-2": "restored", "no-spec": "failed"}
 
 
 def test_docs_json_describes_every_schema() -> None:
