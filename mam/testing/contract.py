@@ -20,7 +20,9 @@ import pytest
 from mam import envscrub
 from mam.plugin.builtin import fallback_classification
 from mam.plugin.records import (
+    AGENT_STATES,
     Agent,
+    AgentState,
     Backend,
     BackendSpec,
     BootstrapContext,
@@ -28,6 +30,7 @@ from mam.plugin.records import (
     CommandResult,
     ErrorKind,
     Failure,
+    PaneCapture,
     ScrubRule,
     ServerError,
 )
@@ -116,6 +119,57 @@ class BackendContract:
         if empty_server is None:
             pytest.skip("override the empty_server fixture to check that a server without agents lists none")
         assert backend.list_agents(empty_server, ctx) == ()
+
+    # Agent state (hook API 2)
+    def test_agent_state_hooks_answer_in_shape(self, backend: Backend, ctx: CallContext,
+                                               populated_server: tuple[str, list[str]] | None) -> None:
+        """Through the core's default hooks: each live agent gets a native AgentState or nothing, and the rest a
+        PaneCapture keyed by its name (or is left out), from a backend that has `capture_panes`."""
+        if populated_server is None:
+            pytest.skip("override the populated_server fixture to check agent state")
+        from mam.plugin.manager import Plugins
+
+        plugins = Plugins(ctx.env)
+        server, _ = populated_server
+        agents = backend.list_agents(server, ctx)
+        assert not isinstance(agents, Failure), agents
+        named = tuple(a for a in agents if a.name)
+        rest = []
+        for agent in named:
+            native = plugins.agent_state(backend, server, agent, ctx)
+            assert native is None or (isinstance(native, AgentState) and native.state in AGENT_STATES
+                                      and native.source == "backend"), native
+            if native is None:
+                rest.append(agent)
+        captured = plugins.capture_panes(backend, server, tuple(rest), ctx)
+        if captured is None:
+            assert not hasattr(backend, "capture_panes")
+            return
+        assert not isinstance(captured, Failure), captured
+        assert set(captured) <= {a.name for a in rest}
+        for capture in captured.values():
+            assert isinstance(capture, PaneCapture)
+            assert capture.text is None or isinstance(capture.text, str)
+            assert capture.idle_seconds is None or capture.idle_seconds >= 0
+
+    def test_capture_and_send_never_start_a_server(self, backend: Backend, ctx: CallContext,
+                                                   bootstrap_server: str | None) -> None:
+        if bootstrap_server is None:
+            pytest.skip("override the bootstrap_server fixture to check that capture and send start nothing")
+        ghosts = (Agent(name="ghost", pane_id="1"), Agent(name="ghost2", pane_id="%1"),
+                  Agent(name="ghost3", pane_id="w1:p1"))  # pane ids as the shipped backends spell them
+        capture = getattr(backend, "capture_panes", None)
+        if capture is not None:
+            answer = capture(bootstrap_server, ghosts, ctx)
+            assert isinstance(answer, Failure) or dict(answer) == {}, answer
+        send = getattr(backend, "send_text", None)
+        if send is not None:
+            for ghost in ghosts:
+                assert not send(bootstrap_server, ghost, "hello", True, ctx).ok
+        listing = backend.list_agents(bootstrap_server, ctx)
+        assert isinstance(listing, Failure), "capture or send started the server"
+        error = backend.classify(listing)
+        assert error is not None and error.kind is ErrorKind.SERVER_DOWN, error
 
     # Classification
     def test_classify_never_raises_and_never_guesses_down(self, backend: Backend) -> None:
