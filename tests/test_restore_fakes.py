@@ -1,0 +1,102 @@
+"""`mam restore` on herdr and zellij (their fakes), a server that cannot be asked, and the row fields restore
+relies on as the registry reads and writes them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from test_zellij import Zellij, zellij  # noqa: F401 - the zellij fixture
+
+from conftest import FAKES, Workspace
+from mam.registry import file as registry_file
+from mam.registry import text as registry_text
+
+
+def spawn(ws: Workspace, *args: str) -> None:
+    proc = ws.mam("spawn", "--json", *args)  # --json before the agent's own `-- ARGS`
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_herdr_agents_come_back_resumed_after_their_server_stopped(ws: Workspace) -> None:
+    spawn(ws, "coder-1", "--agent", "claude", "--server", "team", "--cwd", str(ws.root), "--", "--session-id",
+          "abc-123", "--model", "opus")
+    spawn(ws, "coder-2", "--agent", "codex", "--server", "team", "--cwd", str(ws.root))
+    rows = {r["name"]: r for r in yaml.safe_load(ws.registry.read_text())["sessions"]}
+    assert rows["coder-1"]["agent_session"] == "abc-123"
+    ws.herdr.stop("team")
+    ws.herdr.set_agents("team", [])  # a reboot: nothing of the old server's agents is left
+    plan = ws.mam_json("restore", "--all", "--dry-run")
+    assert [a["argv"] for a in plan["agents"]] == [["claude", "--model", "opus", "--resume", "abc-123"], ["codex"]]
+    assert len(ws.herdr.server_starts()) == 1  # the dry run started nothing
+    doc = ws.mam_json("restore", "--all")
+    assert doc["counts"]["restored"] == 2
+    assert len(ws.herdr.server_starts()) == 2 and ws.herdr.running("team")
+    starts = [c["argv"] for c in ws.herdr.calls() if c["argv"][2:4] == ["agent", "start"]]
+    assert starts[-2][4:7] == ["coder-1", "--kind", "claude"]
+    assert starts[-2][-5:] == ["--", "--model", "opus", "--resume", "abc-123"]
+    assert starts[-1][2:6] == ["agent", "start", "coder-2", "--kind"] and starts[-1][-1] == "--"
+    status = {s["name"]: (s["status"], s["live"]) for s in ws.mam_json("status")["sessions"]}
+    assert status == {"coder-1": ("running", "alive"), "coder-2": ("running", "alive")}
+
+
+def test_a_row_whose_server_is_unknown_is_never_restored(ws: Workspace) -> None:
+    ws.write_registry("sessions:\n"
+                      f"  - {{name: far, server: flaky, status: terminated, spec: {{kind: claude, args: [],"
+                      f" cwd: {ws.root}}}}}\n")
+    ws.herdr.set_fault("flaky", stderr="Error: Os { code: 2, kind: NotFound }\n", exit=1)
+    text = ws.registry.read_text()
+    for args in (("--all",), ("far",)):
+        doc = ws.mam_json("restore", *args)
+        assert [(a["outcome"], a["server_state"]) for a in doc["agents"]] == [("skipped", "unknown")]
+        assert "it may still run there" in doc["agents"][0]["message"]
+    assert ws.registry.read_text() == text and ws.herdr.server_starts() == []
+
+
+def test_zellij_panes_come_back_with_their_command_args_and_cwd(ws: Workspace, zellij: Zellij,  # noqa: F811
+                                                              tmp_path: Path) -> None:
+    work = tmp_path / "work-dir"
+    work.mkdir()
+    spawn(ws, "helper", "--command", "sh -c 'exec sleep 600' x", "--server", "work", "--cwd", str(work), "--",
+          "two words")
+    for command in (["kill-session", "work"], ["delete-session", "--force", "work"]):
+        subprocess.run([str(FAKES / "zellij"), *command], env=ws.env, check=True, timeout=20, capture_output=True)
+    assert ws.mam_json("status")["sessions"][0]["live"] == "absent"
+    doc = ws.mam_json("restore", "helper")
+    assert doc["agents"][0]["outcome"] == "restored" and doc["agents"][0]["bootstrap"] is True
+    runs = [c["argv"] for c in zellij.calls() if c["argv"][2:3] == ["run"]]
+    assert runs[-1] == runs[0] == ["--session", "work", "run", "--name", "helper", "--cwd", str(work), "--",
+                                   "sh", "-c", "exec sleep 600", "x", "two words"]
+    assert len(runs) == 2
+    assert ws.mam_json("status")["sessions"][0]["live"] == "alive"
+
+
+def test_spec_and_agent_session_round_trip_through_both_forms() -> None:
+    hand = ("version: 1\nsessions:\n  - name: a\n    server: s\n    spec:\n      kind: claude\n"
+            "      args: [--model, opus]\n      cwd: /repo\n      env_names: [API_KEY]\n      host: box\n"
+            "    agent_session: abc\n")
+    document, rows = registry_file.parse(hand, Path("x.yaml"), "herdr")
+    assert rows[0].spec == {"kind": "claude", "args": ["--model", "opus"], "cwd": "/repo", "env_names": ["API_KEY"],
+                            "host": "box"}
+    assert rows[0].agent_session == "abc"
+    written = registry_text.dump(document)
+    assert registry_text.fast_load(written) == document == yaml.safe_load(written)
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ("spec: x", "spec must be a mapping"),
+    ("spec: {args: x}", "spec.args must be a list of strings"),
+    ("spec: {kind: claude, command: sh}", "spec holds both kind and command"),
+    ("spec: {env_names: [A-B]}", "spec.env_names: 'A-B' is not a variable name"),
+    ("spec: {cwd: 7}", "spec.cwd must be a string"),
+    ("agent_session: 7", "agent_session must be a string"),
+])
+def test_a_bad_spec_is_refused_with_its_line(ws: Workspace, spec: str, message: str) -> None:
+    ws.write_registry(f"sessions:\n  - name: a\n    server: s\n    {spec}\n")
+    proc = ws.mam("status", "--json")
+    assert proc.returncode == 2
+    error = json.loads(proc.stdout)["error"]
+    assert error["code"] == "invalid_registry" and message in error["message"] and ":4:" in error["message"]
