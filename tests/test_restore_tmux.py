@@ -15,7 +15,7 @@ import yaml
 
 from conftest import Tmux, Workspace
 
-pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+pytestmark = [pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed"), pytest.mark.tmux]
 
 # A stand-in agent: it writes one line per start (its program name, argv, directory and $MY_TOKEN), then waits.
 RECORDER = """\
