@@ -49,10 +49,18 @@ def run(argv: Sequence[str], *, timeout: float, env: Mapping[str, str], cwd: str
     return runner.run(argv, timeout=timeout, env=env, cwd=cwd)
 
 
+def read_text(path: str, *, timeout: float, env: Mapping[str, str]) -> str | None:
+    """The text of a file on the machine the backend's processes run on (this one, or the host its calls go to
+    over ssh); None when it cannot be read. For a look at system state such as /proc/net/unix."""
+    from mam import runner
+
+    return runner.read_text(path, timeout=timeout, env=env)
+
+
 __all__ = [
     "AGENT_STATES", "HOOK_API", "NAME_PATTERN", "Agent", "AgentState", "Backend", "BackendSpec", "BootstrapContext",
     "BootstrapResult", "CallContext", "CommandResult", "ErrorKind", "Failure", "PaneCapture", "ScrubRule",
     "SendResult", "ServerCommand", "ServerError", "ServerOptions", "SpawnRequest", "SpawnResult", "SpawningBackend",
     "StopResult", "find_for_stop", "first_line", "hookimpl", "is_valid_name", "open_log", "open_text_log",
-    "parse_or_failure", "poll_until", "run",
+    "parse_or_failure", "poll_until", "read_text", "run",
 ]

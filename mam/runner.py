@@ -6,12 +6,19 @@ import os
 import signal
 import subprocess
 import threading
-from collections.abc import Callable, Mapping, Sequence
-from typing import TypeVar
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
-from mam.plugin.records import CommandResult, Failure
+from mam.plugin.records import CommandResult, ErrorKind, Failure, ServerError
+
+if TYPE_CHECKING:  # the transport is imported only by a command that reaches another host
+    from mam.transport import SshTransport
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 DEFAULT_TIMEOUT = 10.0
 # How long a killed process may take to be reaped. Its pipes are not waited for: a tmux client hands its
@@ -56,12 +63,125 @@ def _abandon(proc: subprocess.Popen[str]) -> None:
                 pass
 
 
+# What the local ssh client runs with: enough to find itself, its config and keys (agent) and a locale, nothing
+# a user's `SendEnv` could forward (the caller's markers never leave this machine).
+SSH_CLIENT_ENV = ("PATH", "HOME", "USER", "LOGNAME", "SSH_AUTH_SOCK", "KRB5CCNAME", "LANG", "TERM")
+
+
+@dataclass(frozen=True)
+class Route:
+    """Where the current backend calls run: through `transport` on another host, with `env_unset` (names and
+    PREFIX_* patterns) unset and `env_set` set on the remote side of every call."""
+
+    transport: SshTransport
+    env_unset: tuple[str, ...] = ()
+    env_set: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def host(self) -> str:
+        return self.transport.host
+
+    def client_argv(self, argv: Sequence[str]) -> list[str]:
+        """The local argv of an interactive client (attach, `mam exec`) on the host: ssh with a terminal."""
+        return self.transport.wrap(argv, self.env_unset, self.env_set, tty=True)
+
+    def ssh_env(self, env: Mapping[str, str]) -> dict[str, str]:
+        return {k: v for k, v in env.items() if k in SSH_CLIENT_ENV or k.startswith("LC_")}
+
+
+# The route of the calls made in this context; None: this machine. A context variable, so that parallel queries
+# of different hosts each see their own; new threads start without one (see with_route).
+_route: ContextVar[Route | None] = ContextVar("mam_route", default=None)
+
+
+def current_route() -> Route | None:
+    return _route.get()
+
+
+@contextmanager
+def remote_route(route: Route | None) -> Iterator[Route | None]:
+    """Every `run` inside goes through `route` (None: runs here), in this thread and context only."""
+    token = _route.set(route)
+    try:
+        yield route
+    finally:
+        _route.reset(token)
+
+
+def with_route(route: Route | None, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """`fn(*args, **kwargs)` under `route`: for a worker thread, which does not inherit the caller's context."""
+    with remote_route(route):
+        return fn(*args, **kwargs)
+
+
 def run(argv: Sequence[str], *, timeout: float, env: Mapping[str, str], cwd: str | None = None) -> CommandResult:
-    """Run `argv` to completion or until `timeout` seconds, then kill it and everything it started.
+    """Run `argv` to completion or until `timeout` seconds, then kill it and everything it started: here, or
+    on the current route's host through ssh (see _run_remote).
 
     It gets its own process group so that a timeout takes its children too, and stdin from /dev/null so that
     it can never wait for a terminal.
     """
+    route = _route.get()
+    if route is not None:
+        return _run_remote(route, argv, timeout=timeout, env=env)
+    return _run_local(argv, timeout=timeout, env=env, cwd=cwd)
+
+
+def _run_remote(route: Route, argv: Sequence[str], *, timeout: float, env: Mapping[str, str]) -> CommandResult:
+    """`argv` on the route's host. The result is the remote command's, under the backend's own argv, as if it
+    had run here; ssh's own failures come back as `transport_error` (never down), so no backend reads them.
+    The remote command runs in the login's home directory (a `cwd` names a folder of this machine) and with
+    the login's environment, less the scrub's markers: `env` is only for the local ssh client."""
+    from mam.errors import MamError
+
+    args = tuple(argv)
+    host = route.host
+    try:
+        wrapped = route.transport.wrap(args, route.env_unset, route.env_set)
+    except ValueError as exc:
+        return CommandResult(args, None, timeout=timeout, os_error=f"{args[0] if args else '?'}: cannot run on "
+                             f"{host}: {exc}")
+    except MamError as exc:  # the folder of the shared connections is refused
+        return CommandResult(args, None, timeout=timeout,
+                             transport_error=ServerError(ErrorKind.UNKNOWN, f"ssh to {host}: {exc.message}"))
+    raw = route.transport.clean(_run_local(wrapped, timeout=timeout, env=route.ssh_env(env)))
+    error = route.transport.classify(raw)
+    if error is not None:
+        return CommandResult(args, None, "", raw.stderr, timeout=timeout, transport_error=error)
+    if raw.timed_out:  # ssh or the remote command hung: the remote command may still run there
+        return CommandResult(args, None, timed_out=True, timeout=timeout, transport_error=ServerError(
+            ErrorKind.TIMEOUT, f"ssh to {host}: {args[0]} gave no answer within {timeout:g} s"))
+    if raw.returncode is not None and raw.returncode < 0:
+        return CommandResult(args, None, "", raw.stderr, timeout=timeout, transport_error=ServerError(
+            ErrorKind.UNKNOWN, f"ssh to {host}: ssh was killed by signal {-raw.returncode}"))
+    if raw.returncode == 127 and _remote_not_found(args[0], raw.stderr):
+        return CommandResult(args, None, "", raw.stderr, not_found=True, timeout=timeout, transport_error=ServerError(
+            ErrorKind.NOT_INSTALLED, f"{args[0]}: not found on PATH on {host}"))
+    return CommandResult(args, raw.returncode, raw.stdout, raw.stderr, timeout=timeout)
+
+
+def _remote_not_found(program: str, stderr: str) -> bool:
+    """The remote shell's or env's word that `program` is not there (`env: 'tmux': No such file or directory`,
+    `sh: 1: tmux: not found`, `bash: line 1: tmux: command not found`)."""
+    last = first_line("\n".join(reversed(stderr.splitlines())))
+    return program in last and ("not found" in last or "No such file or directory" in last)
+
+
+def read_text(path: str, *, timeout: float, env: Mapping[str, str]) -> str | None:
+    """The text of the file at `path` on the machine the backend runs on (here, or the route's host), None
+    when it cannot be read. For a backend's look at system state (/proc) that must be the server's machine."""
+    if _route.get() is None:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                return handle.read()
+        except OSError:
+            return None
+    result = run(["cat", "--", path], timeout=timeout, env=env)
+    return result.stdout if result.returncode == 0 else None
+
+
+def _run_local(argv: Sequence[str], *, timeout: float, env: Mapping[str, str],
+               cwd: str | None = None) -> CommandResult:
     args = tuple(argv)
     interrupted = CommandResult(args, None, timeout=timeout, os_error=f"{args[0]}: not started: interrupted")
     if _stopping:

@@ -31,6 +31,7 @@ from mam.api import (
     open_text_log,
     parse_or_failure,
     poll_until,
+    read_text,
     run,
 )
 from mam_tmux.plugin import MARKERS  # declared once, in the BackendSpec
@@ -143,49 +144,49 @@ def parse_panes(stdout: str) -> tuple[Agent, ...]:
     return tuple(firsts[sid][1] for sid in order)
 
 
-def _listening_inodes(path: str) -> set[str]:
+def _listening_inodes(path: str, env: Mapping[str, str], timeout: float) -> set[str]:
     """The Unix sockets listening at `path`. Linux keeps the path a socket was bound to in /proc/net/unix even
-    after its file is deleted; an empty set where /proc cannot tell."""
-    try:
-        with open("/proc/net/unix", encoding="utf-8", errors="replace") as table:
-            lines = table.read().splitlines()[1:]
-    except OSError:
+    after its file is deleted; an empty set where /proc cannot tell. Read with `read_text`: the table of the
+    machine tmux runs on."""
+    table = read_text("/proc/net/unix", timeout=timeout, env=env)
+    if table is None:
         return set()
     inodes = set()
-    for line in lines:  # Num RefCount Protocol Flags Type St Inode Path
+    for line in table.splitlines()[1:]:  # Num RefCount Protocol Flags Type St Inode Path
         parts = line.split(None, 7)
-        if len(parts) == 8 and parts[7] == path and int(parts[3], 16) & 0x10000:  # __SO_ACCEPTCON: listening
-            inodes.add(f"socket:[{parts[6]}]")
+        if len(parts) == 8 and parts[7] == path and parts[6].isdigit() and _is_listening(parts[3]):
+            inodes.add(parts[6])
     return inodes
 
 
-def _socket_owners(sockets: set[str]) -> list[int]:
-    """The processes of this user that hold one of `sockets` open."""
-    pids = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            fds = os.listdir(f"/proc/{entry.name}/fd")
-        except OSError:
-            continue  # another user's, or gone
-        for fd in fds:
-            try:
-                if os.readlink(f"/proc/{entry.name}/fd/{fd}") in sockets:
-                    pids.append(int(entry.name))
-                    break
-            except OSError:
-                continue
+def _is_listening(flags: str) -> bool:
+    try:
+        return bool(int(flags, 16) & 0x10000)  # __SO_ACCEPTCON
+    except ValueError:
+        return False
+
+
+def _socket_owners(inodes: set[str], env: Mapping[str, str], timeout: float) -> list[int]:
+    """The processes of this user that hold one of the sockets `inodes` open (find reads their fd links)."""
+    names: list[str] = []
+    for inode in sorted(inodes):  # digits only: nothing in the pattern but the brackets needs escaping
+        names += ["-o"] if names else []
+        names += ["-lname", f"socket:\\[{inode}\\]"]
+    result = run(["find", "/proc", "-mindepth", "3", "-maxdepth", "3", "-path", "/proc/[0-9]*/fd/*",
+                  "(", *names, ")", "-print"], timeout=timeout, env=env)
+    # Other users' processes make find exit 1: what it could read is still the answer.
+    pids = {int(m[1]) for m in re.finditer(r"^/proc/([0-9]+)/fd/[0-9]+$", result.stdout, re.MULTILINE)}
     return sorted(pids)
 
 
-def orphaned_socket(path: str) -> str | None:
+def orphaned_socket(path: str, env: Mapping[str, str] | None = None, timeout: float = 10.0) -> str | None:
     """Why tmux's "no server" at `path` does not mean down: a process still listens on a socket bound there
     (a temp cleaner deleted the file, or something else now stands at the path), or None when none does."""
-    inodes = _listening_inodes(path)
+    env = client_env(env if env is not None else {"PATH": os.defpath})
+    inodes = _listening_inodes(path, env, timeout)
     if not inodes:
         return None
-    pids = _socket_owners(inodes)
+    pids = _socket_owners(inodes, env, timeout)
     if not pids:
         return f"the socket file {path} is missing or replaced, but a process still listens on it"
     return (f"the socket file {path} is missing or replaced, but tmux server process {pids[0]} still runs: "
@@ -198,13 +199,15 @@ def socket_path(server: str, env: Mapping[str, str]) -> str:
     return os.path.join(base, f"tmux-{os.getuid()}", server)
 
 
-def classify_stderr(stderr: str, socket: str | None = None) -> ServerError | None:
-    """What tmux's stderr says of the server; `socket` is its path, for the messages that do not name it."""
+def classify_stderr(stderr: str, socket: str | None = None, env: Mapping[str, str] | None = None,
+                    timeout: float = 10.0) -> ServerError | None:
+    """What tmux's stderr says of the server; `socket` is its path, for the messages that do not name it;
+    `env` and `timeout` for the check of the socket's listeners (the environment its client ran with)."""
     first = first_line(stderr)
     down = next((m for m in (p.match(first) for p in _DOWN) if m is not None), None)
     if down is not None:
         path = down.groupdict().get("path") or socket
-        orphaned = orphaned_socket(path) if path else None
+        orphaned = orphaned_socket(path, env, timeout) if path else None
         if orphaned is not None:  # its server lives: never down, so nothing starts a second one on the path
             return ServerError(ErrorKind.UNKNOWN, orphaned)
         return ServerError(ErrorKind.SERVER_DOWN, first)
@@ -262,15 +265,22 @@ class TmuxBackend:
     def __init__(self) -> None:
         # Each server's socket path, from the environment its client last ran with: classify has no environment.
         self._sockets: dict[str, str] = {}
+        # ...and that environment and time limit, for classify's own calls (the socket's listeners).
+        self._clients: dict[str, tuple[Mapping[str, str], float]] = {}
 
     def _run(self, server: str, args: list[str], *, timeout: float, env: Mapping[str, str], query: bool = True,
              cwd: str | None = None) -> CommandResult:
         argv = base_argv(server, query=query, env=env) + args
         self._sockets[server] = socket_path(server, env)
+        self._clients[server] = (env, timeout)
         return run(argv, timeout=timeout, env=client_env(env), cwd=cwd)
 
+    def _classify_stderr(self, server: str, stderr: str) -> ServerError | None:
+        env, timeout = self._clients.get(server, (None, 10.0))
+        return classify_stderr(stderr, self._sockets.get(server), env, timeout)
+
     def _is_down(self, server: str, stderr: str) -> bool:
-        error = classify_stderr(stderr, self._sockets.get(server))
+        error = self._classify_stderr(server, stderr)
         return error is not None and error.kind is ErrorKind.SERVER_DOWN
 
     def list_agents(self, server: str, ctx: CallContext) -> tuple[Agent, ...] | Failure:
@@ -280,7 +290,7 @@ class TmuxBackend:
     def classify(self, failure: Failure) -> ServerError | None:
         if failure.result.returncode in (None, 0):
             return None
-        return classify_stderr(failure.result.stderr, self._sockets.get(failure.server))
+        return self._classify_stderr(failure.server, failure.result.stderr)
 
     def version(self, ctx: CallContext) -> str | None:
         result = run([EXECUTABLE, "-V"], timeout=ctx.timeout, env=client_env(ctx.env))
