@@ -444,7 +444,7 @@ class TmuxBackend:
         if not panes:
             return {}
         captured = self._capture(server, list(panes), ctx)
-        if isinstance(captured, Failure) and len(panes) > 1:
+        if isinstance(captured, Failure) and len(panes) > 1 and _missing_target(captured.result.stderr):
             captured = {}
             for pane_id in panes:
                 one = self._capture(server, [pane_id], ctx)

@@ -52,7 +52,7 @@ def no_json(path: str) -> MamError:
 
 def _refuse_trailing(state: State) -> None:
     if state.trailing:
-        raise MamError("usage", "only spawn and exec take arguments after --", hint="run 'mam --help'")
+        raise MamError("usage", "only spawn, exec and send take arguments after --", hint="run 'mam --help'")
 
 
 def begin(ctx: click.Context, as_json: bool | None, takes_trailing: bool = False) -> Call:

@@ -51,14 +51,21 @@ def wait(ctx: typer.Context,
 
 def send(ctx: typer.Context,
          name: Annotated[str, typer.Argument(metavar="NAME", help="the registered agent to type into")],
-         text: Annotated[str, typer.Argument(metavar="TEXT", help="typed as characters, never as key names")] = "",
+         text: Annotated[str | None, typer.Argument(
+             metavar="TEXT", help="typed as characters, never as key names; after -- when it starts with '-'",
+             show_default=False)] = None,
          enter: Annotated[bool, typer.Option("--enter", help="press Enter after the text")] = False,
          server: Server = None,
          as_json: Json = False) -> int:
-    call = begin(ctx, as_json)
+    call = begin(ctx, as_json, takes_trailing=True)
     from mam.commands.interact import check_text, send_document
+    from mam.errors import MamError
     from mam.render import visible
 
+    if call.trailing and (text is not None or len(call.trailing) != 1):
+        raise MamError("usage", "give TEXT once: as one word, or as the one word after --",
+                       hint="quote it: mam send NAME -- '-text with spaces'")
+    text = call.trailing[0] if call.trailing else text or ""
     check_text(text, enter)
     doc = send_document(call.open(), name, text, enter, server)
     emit(doc, call.json, None if call.json else visible(doc["message"]))
