@@ -114,7 +114,7 @@ def servers_table(servers: Sequence[dict[str, Any]]) -> str:
 
 def status_text(doc: dict[str, Any]) -> str:
     parts = [f"workspace {visible(doc['workspace'])}"]  # a directory's name may hold escape sequences
-    if doc["sessions"] and "state" in doc["sessions"][0]:
+    if doc["sessions"] and doc["sessions"][0].get("state_source") is not None:
         rows: list[tuple[Any, ...]] = [(s["name"], s["backend"], s["server"], s["status"], s["live"], s["state"],
                                         s["agent"], s["pane_id"], s["cwd"], why(s)) for s in doc["sessions"]]
         parts.append(table(("NAME", "BACKEND", "SERVER", "STATUS", "LIVE", "STATE", "AGENT", "PANE", "CWD", "WHY"),

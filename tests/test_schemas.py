@@ -30,7 +30,7 @@ COMMAND_SCHEMAS = {
     "spawn": "spawn.json", "stop": "stop.json", "forget": "forget.json", "prune": "forget.json",
     "backends": "backends.json", "env": "env.json", "version": "version.json", "shim install": "shim-install.json",
     "skills install": "skills-install.json",
-    "demo": "demo.json", "restore": "restore.json",
+    "demo": "demo.json", "restore": "restore.json", "wait": "wait.json", "send": "send.json",
 }
 SHARED = {"common.json", "error.json"}  # parts every document uses, and the error document of every command
 
@@ -349,3 +349,20 @@ def test_docs_json_describes_every_schema() -> None:
     for name in sorted(set(COMMAND_SCHEMAS.values()) | SHARED):
         assert f"mam/schemas/{name}" in text, f"docs/json.md does not mention mam/schemas/{name}"
 
+
+
+def test_status_wait_and_send_with_agent_state(ws: Workspace, tmux: Tmux) -> None:
+    standin = str(Path(__file__).parent / "agents" / "standin.py")
+    proc = ws.mam("spawn", "asker", "--agent", "codex", "--server", tmux.name(), "--command", sys.executable, "--",
+                  standin, "codex", "blocked")
+    assert proc.returncode == 0, proc.stderr
+    doc = checked(ws, "wait", "asker", "--until", "blocked")
+    assert doc["session"]["state"] == "blocked" and doc["session"]["evidence"]["rule"]
+    assert_strict("status.json", run(ws, "status", "--state", "blocked", "--json"))
+    checked(ws, "send", "asker", "hello", "--enter")
+    assert checked(ws, "wait", "asker", "--until", "working", "--timeout", "0.5", expect=1)["reached"] is False
+    ws.write_registry(HERDR_REGISTRY)
+    ws.herdr.start("live")
+    ws.herdr.set_agents("live", HERDR_AGENTS)
+    doc = checked(ws, "status", env={**ws.env, "MAM_BACKEND": "herdr"})
+    assert {s["state_source"] for s in doc["sessions"]} == {"backend", "none"}

@@ -66,7 +66,8 @@ def test_each_state_with_its_evidence_on_two_servers(ws: Workspace, tmux: Tmux) 
     # --state filters; --no-state reads none.
     assert set(status(ws, "--state", "blocked")) == {"asking"}
     assert set(status(ws, "--state", "working,unknown")) == {"spinning", "noise"}
-    assert "state" not in status(ws, "--no-state")["asking"]
+    assert status(ws, "--no-state")["asking"]["state"] is None
+    assert "STATE" not in ws.mam("status", "--no-state").stdout.splitlines()[1]
     bad = ws.mam("status", "--state", "busy")
     assert bad.returncode == 2 and bad.stderr.count("\n") <= 2 and "busy" in bad.stderr
 

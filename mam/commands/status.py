@@ -23,27 +23,30 @@ def live_agent(row: Row, outcome: ServerOutcome | None) -> tuple[str, Agent | No
     return "absent", None
 
 
-def session_entry(row: Row, outcome: ServerOutcome | None,
-                  states: Mapping[str, AgentState] | None = None) -> dict[str, Any]:
-    """A row next to its server's answer; with `states` (state was asked for), its agent's state too."""
+def session_entry(row: Row, outcome: ServerOutcome | None) -> dict[str, Any]:
     live, agent = live_agent(row, outcome)
-    entry: dict[str, Any] = {
+    return {
         "name": row.name, "backend": row.backend, "server": row.server, "status": row.status, "live": live,
         "agent": (agent.agent if agent and agent.agent else row.agent),
         "cwd": (agent.cwd if agent and agent.cwd else row.cwd),
         "pane_id": (agent.pane_id if agent and agent.pane_id else row.pane_id),
     }
-    if states is not None:
-        from mam.commands import state as agent_state
 
-        found = states.get(row.name)
-        if found is None:
-            found = {"alive": agent_state.unknown("its state was not read"), "absent": agent_state.NOT_RUNNING,
-                     "unknown": agent_state.NOT_ASKED}[live]
-            if outcome is not None and outcome.state is ServerState.DOWN:
-                found = agent_state.SERVER_DOWN
-        entry.update(found.as_json())
-    return entry
+
+NO_STATE = {"state": None, "state_source": None, "evidence": None}  # --no-state: not read
+
+
+def add_state(entry: dict[str, Any], outcome: ServerOutcome | None, states: Mapping[str, AgentState]) -> None:
+    """Add the agent's state to a status entry: what was read for it, or why nothing could be."""
+    from mam.commands import state as agent_state
+
+    found = states.get(entry["name"])
+    if found is None:
+        found = {"alive": agent_state.unknown("its state was not read"), "absent": agent_state.NOT_RUNNING,
+                 "unknown": agent_state.NOT_ASKED}[entry["live"]]
+        if outcome is not None and outcome.state is ServerState.DOWN:
+            found = agent_state.SERVER_DOWN
+    entry.update(found.as_json())
 
 
 def parse_state_filter(values: Sequence[str], option: str = "--state") -> frozenset[str]:
@@ -71,13 +74,21 @@ def status_document(app: App, servers: Sequence[str] = (), *, with_state: bool =
         rows = [r for r in rows if r.name in names]
     keys = {(r.backend, r.server) for r in rows} | {(app.backend_name, s) for s in servers}
     states: dict[ServerKey, Mapping[str, AgentState]] = {}
-    outcomes = outcomes_for(app, keys, _state_reader(app, rows, states) if with_state or only_states else None)
+    reading = with_state or bool(only_states)
+    outcomes = outcomes_for(app, keys, _state_reader(app, rows, states) if reading else None)
     for found in states.values():
         if isinstance(found, MamError):
             raise found  # a bad .mam/states.yaml: bad input, exit 2
-    sessions = sorted((session_entry(r, outcomes.get((r.backend, r.server)),
-                                     states.get((r.backend, r.server), {}) if with_state or only_states else None)
-                       for r in rows), key=lambda s: (s["backend"], s["server"], s["name"]))
+    sessions = []
+    for row in rows:
+        key = (row.backend, row.server)
+        entry = session_entry(row, outcomes.get(key))
+        if reading:
+            add_state(entry, outcomes.get(key), states.get(key, {}))
+        else:
+            entry.update(NO_STATE)
+        sessions.append(entry)
+    sessions.sort(key=lambda s: (s["backend"], s["server"], s["name"]))
     if only_states:
         sessions = [s for s in sessions if s["state"] in only_states]
     return {
