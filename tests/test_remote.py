@@ -1,0 +1,308 @@
+"""Backend calls routed to another host through ssh: the real sshd on 127.0.0.1 and real tmux on private sockets.
+
+The backend object is driven as the core drives it, inside a route (mam.runner.remote_route): it builds the
+same argv as for this machine and never learns where it runs. The "remote" tmux servers live under a private
+TMUX_TMPDIR set on the remote side by the route (as $MAM_SSH_ENV does), so none is a default server.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import test_contract
+from sshd import Sshd
+
+from conftest import base_env
+from mam import runner
+from mam.app import App
+from mam.envscrub import DEFAULT_RULES, keep_rules
+from mam.errors import MamError
+from mam.plugin.builtin import process_classification
+from mam.plugin.records import (
+    BootstrapContext,
+    CallContext,
+    CommandResult,
+    ErrorKind,
+    Failure,
+    ServerError,
+    SpawnRequest,
+)
+from mam.remote import Routes, build_route, parse_ssh_env, unset_patterns
+from mam.runner import Route, remote_route, with_route
+from mam.transport import SshTransport
+from mam_tmux.backend import TmuxBackend
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+MARKERS = {"TMUX": "/tmp/tmux-0/default,1,0", "TMUX_PANE": "%0", "HERDR_ENV": "1", "CLAUDECODE": "1"}
+
+
+def _short_dir(prefix: str) -> Path:
+    # pytest's tmp paths are too long for a socket path (ssh's ControlPath and tmux's socket alike)
+    return Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+
+
+@dataclass
+class Remote:
+    """One test's remote side: the route, the private TMUX_TMPDIR there, and the servers to end afterwards."""
+
+    sshd: Sshd
+    route: Route
+    tmpdir: Path
+    env: dict[str, str]  # the local environment the backend is called with
+    servers: list[str]
+
+    def server(self) -> str:
+        name = f"mam-rt-{uuid.uuid4().hex[:8]}"
+        self.servers.append(name)
+        return name
+
+    def ctx(self, env: dict[str, str] | None = None) -> CallContext:
+        return CallContext(timeout=10.0, env=env or self.env)
+
+    def bctx(self, log: Path, env: dict[str, str] | None = None) -> BootstrapContext:
+        return BootstrapContext(timeout=10.0, wait=10.0, env=env or self.env, log_path=log, cwd=log.parent)
+
+    def tmux(self, server: str, *args: str) -> CommandResult:
+        """A tmux command of the test's own, run on the remote side through the same route."""
+        with remote_route(self.route):
+            return runner.run(["tmux", "-L", server, *args], timeout=30, env=self.env)
+
+
+def _route(sshd: Sshd, control: Path, tmpdir: Path, home: Path, *, config: Path | None = None) -> Route:
+    scrub = [rule.pattern for rule in DEFAULT_RULES] + ["TMUX", "TMUX_PANE", "HERDR_*", "MAM_SHIM_GUARD"]
+    transport = SshTransport(sshd.host, control, 10, ssh_config=config or sshd.config_path)
+    return Route(transport, unset_patterns(scrub, keep_rules((), "test")),
+                 {"TMUX_TMPDIR": str(tmpdir), "HOME": str(home)})
+
+
+@pytest.fixture
+def remote(sshd: Sshd, tmp_path: Path) -> Iterator[Remote]:
+    control = _short_dir("mr") / "ssh"
+    tmpdir = _short_dir("mt")
+    env = base_env(tmp_path, MAM_TMUX_CONFIG="/dev/null", TMUX_TMPDIR=str(tmpdir))
+    side = Remote(sshd, _route(sshd, control, tmpdir, tmp_path), tmpdir, env, [])
+    try:
+        yield side
+    finally:
+        for server in side.servers:  # the remote side is this machine: end its servers directly
+            subprocess.run(["tmux", "-L", server, "kill-server"], env=env, capture_output=True, timeout=30,
+                           stdin=subprocess.DEVNULL)
+        sshd.close_masters(control)
+        shutil.rmtree(control.parent, ignore_errors=True)
+        shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+def _classify(backend: TmuxBackend, failure: Failure) -> ServerError:
+    """What the core makes of a failure: the process facts first, then the backend, never down by default."""
+    return process_classification(failure) or backend.classify(failure) or ServerError(ErrorKind.UNKNOWN, "?")
+
+
+def test_bootstrap_spawn_list_stop_through_ssh(remote: Remote, tmp_path: Path) -> None:
+    backend, server = TmuxBackend(), remote.server()
+    with remote_route(remote.route):
+        first = backend.bootstrap(server, remote.bctx(tmp_path / "logs" / "s.log"))
+        assert first.started and first.up, first
+        again = backend.bootstrap(server, remote.bctx(tmp_path / "logs" / "s.log"))
+        assert again.up and not again.started, again
+        assert backend.list_agents(server, remote.ctx()) == ()
+        spawned = backend.spawn(server, SpawnRequest("alpha", "claude", str(tmp_path), ("sleep", "600")),
+                                remote.ctx())
+        assert spawned.ok, spawned
+        agents = backend.list_agents(server, remote.ctx())
+        assert not isinstance(agents, Failure), agents
+        assert [(a.name, a.agent, a.cwd) for a in agents] == [("alpha", "claude", str(tmp_path))]
+        stopped = backend.stop(server, "alpha", remote.ctx())
+        assert stopped.stopped and stopped.failure is None, stopped
+        assert backend.list_agents(server, remote.ctx()) == ()
+    # The server runs where the route's TMUX_TMPDIR put it, on the remote side, and answers there.
+    assert (remote.tmpdir / f"tmux-{os.getuid()}" / server).is_socket()
+    assert remote.tmux(server, "list-sessions", "-F", "#{session_name}").stdout == "_mam_keepalive\n"
+
+
+def test_a_server_that_is_not_running_reads_down_from_tmux_itself(remote: Remote) -> None:
+    backend, server = TmuxBackend(), remote.server()
+    with remote_route(remote.route):
+        listed = backend.list_agents(server, remote.ctx())
+        assert isinstance(listed, Failure) and listed.result.transport_error is None, listed
+        assert listed.result.argv[0] == "tmux"  # the backend's own argv, not ssh's
+        error = _classify(backend, listed)
+    assert error.kind is ErrorKind.SERVER_DOWN, error
+    assert str(remote.tmpdir) in error.message  # tmux's own words, from the remote side
+
+
+def test_a_query_never_starts_a_remote_server(remote: Remote) -> None:
+    backend, server = TmuxBackend(), remote.server()
+    with remote_route(remote.route):
+        assert isinstance(backend.list_agents(server, remote.ctx()), Failure)
+        assert isinstance(backend.list_agents(server, remote.ctx()), Failure)
+    assert not (remote.tmpdir / f"tmux-{os.getuid()}" / server).exists()
+
+
+def test_a_stopped_sshd_is_unknown_with_its_reason_never_down(remote: Remote, tmp_path: Path) -> None:
+    backend, server = TmuxBackend(), remote.server()
+    remote.sshd.stop()
+    try:
+        with remote_route(remote.route):
+            listed = backend.list_agents(server, remote.ctx())
+            booted = backend.bootstrap(server, remote.bctx(tmp_path / "s.log"))
+    finally:
+        remote.sshd.start()
+    assert isinstance(listed, Failure)
+    error = _classify(backend, listed)
+    assert error.kind is ErrorKind.UNKNOWN and error.message.startswith("ssh to mam-test: connection refused"), error
+    assert not booted.started and not booted.up and booted.failure is not None
+    assert _classify(backend, booted.failure).kind is ErrorKind.UNKNOWN
+    assert not (remote.tmpdir / f"tmux-{os.getuid()}" / server).exists()
+
+
+def test_a_wrong_key_is_a_refused_login_never_down(remote: Remote, tmp_path: Path) -> None:
+    backend = TmuxBackend()
+    control = _short_dir("mw") / "ssh"
+    try:
+        route = _route(remote.sshd, control, remote.tmpdir, tmp_path, config=remote.sshd.wrong_key)
+        with remote_route(route):
+            listed = backend.list_agents(remote.server(), remote.ctx())
+            # even where tmux's down words would be the remote answer, ssh's failure is settled first
+            assert isinstance(listed, Failure)
+            error = _classify(backend, listed)
+    finally:
+        shutil.rmtree(control.parent, ignore_errors=True)
+    assert error.kind is ErrorKind.PERMISSION and error.message.startswith("ssh to mam-test: login refused"), error
+
+
+def test_an_ssh_failure_outranks_what_the_backend_would_call_down() -> None:
+    # A backend classifier that reads "no server running" in any stderr still cannot turn ssh's failure into down.
+    result = CommandResult(("tmux",), None, "", "no server running on /tmp/x\n",
+                           transport_error=ServerError(ErrorKind.UNKNOWN, "ssh to h: connection refused"))
+    error = process_classification(Failure("tmux", "s", result))
+    assert error is not None and error.kind is ErrorKind.UNKNOWN and error.message.startswith("ssh to h:")
+
+
+def test_markers_exported_here_never_reach_the_remote_tmux_server(remote: Remote, tmp_path: Path) -> None:
+    # Even a user ssh config that asks ssh to send them: the ssh client never gets them to send.
+    config = tmp_path / "ssh_config"
+    config.write_text("Host *\n    SendEnv TMUX TMUX_PANE HERDR_* CLAUDECODE\n" + remote.sshd.config_path.read_text())
+    control = _short_dir("mm") / "ssh"
+    route = _route(remote.sshd, control, remote.tmpdir, tmp_path, config=config)
+    backend, server = TmuxBackend(), remote.server()
+    marked = {**remote.env, **MARKERS}
+    try:
+        with remote_route(route):
+            booted = backend.bootstrap(server, remote.bctx(tmp_path / "s.log", marked))
+            assert booted.started and booted.up, booted
+            shown = runner.run(["tmux", "-L", server, "show-environment", "-g"], timeout=30, env=marked)
+    finally:
+        remote.sshd.close_masters(control)
+        shutil.rmtree(control.parent, ignore_errors=True)
+    assert shown.returncode == 0, shown
+    names = {line.split("=", 1)[0].lstrip("-") for line in shown.stdout.splitlines()}
+    assert not names & set(MARKERS), shown.stdout
+    assert f"TMUX_TMPDIR={remote.tmpdir}" in shown.stdout.splitlines()  # what the route sets there did arrive
+
+
+def test_parallel_workers_each_enter_their_route(remote: Remote) -> None:
+    # Context variables do not cross into new threads: the worker enters the route itself.
+    from concurrent.futures import ThreadPoolExecutor
+
+    backend = TmuxBackend()
+    servers = [remote.server() for _ in range(4)]
+    with ThreadPoolExecutor(4) as pool:
+        answers = list(pool.map(lambda s: with_route(remote.route, backend.list_agents, s, remote.ctx()), servers))
+        # ...and a worker given no route runs here: tmux answers from this machine's (same) socket folder
+        local = pool.submit(backend.list_agents, servers[0], remote.ctx()).result()
+    for answer in answers:
+        assert isinstance(answer, Failure) and answer.result.transport_error is None
+        assert _classify(backend, answer).kind is ErrorKind.SERVER_DOWN
+    assert isinstance(local, Failure) and local.result.argv[0] == "tmux"
+    assert runner.current_route() is None
+
+
+def test_a_program_missing_on_the_remote_side_is_not_installed(remote: Remote) -> None:
+    with remote_route(remote.route):
+        result = runner.run(["mam-no-such-program", "x"], timeout=30, env=remote.env)
+    error = process_classification(Failure("x", "s", result))
+    assert result.not_found and error is not None and error.kind is ErrorKind.NOT_INSTALLED, result
+    assert "on mam-test" in error.message
+
+
+# --- the route of a command, from its App ---------------------------------------------------------------------
+
+def _app(tmp_path: Path, sshd: Sshd, **variables: str) -> App:
+    ws = tmp_path / "ws"
+    ws.mkdir(exist_ok=True)
+    return App.open(str(ws), "tmux", base_env(tmp_path, MAM_SSH_CONFIG=str(sshd.config_path), **variables))
+
+
+def test_the_route_of_an_app_unsets_every_scrubbed_pattern_and_sets_mam_ssh_env(sshd: Sshd, tmp_path: Path) -> None:
+    app = _app(tmp_path, sshd, MAM_SSH_ENV="TMUX_TMPDIR=/tmp/x  MAM_MARK=a=b", MAM_TIMEOUT="8")
+    route = build_route(app, "mam-test")
+    assert route is not None and route.host == "mam-test"
+    assert route.env_set == {"TMUX_TMPDIR": "/tmp/x", "MAM_MARK": "a=b"}
+    assert {"TMUX", "TMUX_PANE", "CLAUDECODE", "CLAUDE_CODE_*", "AGENT", "MAM_SHIM_GUARD"} <= set(route.env_unset)
+    assert "HOME" not in route.env_unset and "PATH" not in route.env_unset
+    assert route.transport.ssh_config == sshd.config_path and route.transport.timeout == 8
+    assert route.transport.control_dir == app.workspace.dot_mam / "ssh"
+    routes = Routes(app)
+    assert routes.get("mam-test") is routes.get("mam-test")  # one per host per command
+    assert routes.get("local") is None and routes.get(None) is None and build_route(app, "") is None
+
+
+def test_the_route_of_an_app_reaches_the_remote_side(sshd: Sshd, tmp_path: Path) -> None:
+    app = _app(tmp_path, sshd, MAM_SSH_ENV="MAM_MARK=here")
+    route = build_route(app, "mam-test")
+    assert route is not None
+    try:
+        with remote_route(route):
+            result = runner.run(["sh", "-c", 'echo "$MAM_MARK"'], timeout=30, env=app.env)
+        assert (result.returncode, result.stdout) == (0, "here\n"), result
+    finally:
+        sshd.close_masters(route.transport.socket_dir())
+
+
+def test_a_config_keep_rule_leaves_its_variable_on_the_remote_side(sshd: Sshd, tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / ".mam").mkdir(parents=True)
+    (ws / ".mam" / "config.yaml").write_text("env:\n  scrub: [MY_MARK, MY_*]\n  keep: [MY_MARK, CLAUDECODE]\n")
+    route = build_route(_app(tmp_path, sshd), "mam-test")
+    assert route is not None
+    assert "MY_*" in route.env_unset and "MY_MARK" not in route.env_unset and "CLAUDECODE" not in route.env_unset
+
+
+@pytest.mark.parametrize("host", ["-oProxyCommand=touch /tmp/x", "-p", "a b", "h;id"])
+def test_a_host_ssh_could_read_as_an_option_is_refused(sshd: Sshd, tmp_path: Path, host: str) -> None:
+    with pytest.raises(MamError) as caught:
+        build_route(_app(tmp_path, sshd), host)
+    assert caught.value.exit_code == 2 and caught.value.message.startswith("invalid host")
+
+
+@pytest.mark.parametrize("raw", ["NOEQUALS", "1X=a", "A-B=c", "=v"])
+def test_a_bad_mam_ssh_env_is_a_usage_error(raw: str) -> None:
+    with pytest.raises(MamError) as caught:
+        parse_ssh_env(raw)
+    assert caught.value.exit_code == 2 and "$MAM_SSH_ENV" in caught.value.message
+
+
+# --- the backend kit, every check through the transport -------------------------------------------------------
+
+class TestTmuxContractOverSsh(test_contract.TestTmuxContract):
+    """The live tmux contract with every backend call on the remote side: the servers the fixtures make here
+    under TMUX_TMPDIR are the remote side's, since the route sets the same TMUX_TMPDIR there."""
+
+    @pytest.fixture(autouse=True)
+    def _over_ssh(self, sshd: Sshd, env: dict[str, str], tmp_path: Path) -> Iterator[None]:
+        control = _short_dir("mc") / "ssh"
+        route = _route(sshd, control, Path(env["TMUX_TMPDIR"]), tmp_path)
+        try:
+            with remote_route(route):
+                yield
+        finally:
+            sshd.close_masters(control)
+            shutil.rmtree(control.parent, ignore_errors=True)
