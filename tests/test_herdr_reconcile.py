@@ -35,7 +35,7 @@ def test_live_listing_with_the_error_word_confirms_both_rows(ws: Workspace) -> N
     assert doc["drifts"] == []
     assert doc["applied"] is False
     assert list(doc) == ["schema", "workspace", "registry", "backend", "confirmed", "servers", "sessions_alive",
-                         "unconfirmed", "drifts", "applied", "written"]
+                         "unconfirmed", "drifts", "applied", "written", "restore"]
     assert doc["written"] == 0
 
 
