@@ -24,6 +24,7 @@ import herdr_status
 import profile_status
 import registry_scale
 import startup
+import state_status
 import tmux_status
 from common import median
 
@@ -61,6 +62,7 @@ def targets(results: dict[str, Any]) -> list[tuple[str, str, bool]]:
          f"mam's own {few}-server time", f"{herdr_many:.0f} ms vs {herdr_bound:.0f} ms", herdr_many <= herdr_bound),
         (f"{rows}-row reconcile under 1.5 s and 200 MB (the slower file form)",
          f"{worst['ms']:.0f} ms, {worst['rss_mib']:.0f} MiB peak RSS", worst["ms"] < 1500 and worst["rss_mib"] < 200),
+        *([state_status.target(results["state"])] if "state" in results else []),
     ]
 
 
@@ -155,6 +157,7 @@ def markdown(results: dict[str, Any], chart_line: str) -> str:
         "",
         registry_scale.table(results["registry"]),
         "",
+        *([state_status.section(results["state"])] if "state" in results else []),
     ]
     return "\n".join(out)
 
@@ -181,6 +184,8 @@ def main() -> None:
     results["profile"] = profile_status.measure(max(counts), runs or 7)
     print("herdr ...", file=sys.stderr)
     results["herdr"] = herdr_status.measure(counts, 4, 0.05, runs or 7)
+    print("agent state ...", file=sys.stderr)
+    results["state"] = state_status.measure(2 if args.quick else 10, 5, runs or 10)
     print("registry ...", file=sys.stderr)
     results["registry"] = registry_scale.measure(500 if args.quick else 10000, 100, runs or 5)
     (args.out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
