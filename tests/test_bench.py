@@ -28,10 +28,11 @@ def test_the_benchmarks_run_and_mark_every_target(tmp_path: Path) -> None:
                           stdin=subprocess.DEVNULL)
     assert proc.returncode in (0, 1), proc.stderr  # 1: a target missed, which a smoke run may well do
     results = json.loads((tmp_path / "results.json").read_text())
-    assert set(results) >= {"startup", "tmux", "profile", "herdr", "registry"}
+    assert set(results) >= {"startup", "tmux", "profile", "herdr", "registry", "state"}
     report = (tmp_path / "RESULTS.md").read_text()
     targets = [line for line in report.splitlines() if line.endswith(("| met |", "| **missed** |"))]
-    assert len(targets) == 7, report
+    assert len(targets) == 8, report
     assert (proc.returncode == 1) == any(line.endswith("| **missed** |") for line in targets)
-    for section in ("## Start-up", "## tmux", "## herdr", "## Registry at scale", "Where the time goes"):
+    for section in ("## Start-up", "## tmux", "## herdr", "## Registry at scale", "Where the time goes",
+                    "## Agent state"):
         assert section in report
