@@ -100,3 +100,23 @@ def test_a_bad_spec_is_refused_with_its_line(ws: Workspace, spec: str, message: 
     assert proc.returncode == 2
     error = json.loads(proc.stdout)["error"]
     assert error["code"] == "invalid_registry" and message in error["message"] and ":4:" in error["message"]
+
+
+@pytest.mark.parametrize(("name", "env", "message"), [
+    ("NOT_SET_HERE", {}, "--env NOT_SET_HERE: not set in this environment"),
+    ("A-B", {}, "--env A-B: not a variable name"),
+    ("CLAUDECODE", {"CLAUDECODE": "1"}, "--env CLAUDECODE: the server scrub removes it"),
+])
+def test_spawn_env_refuses_what_it_cannot_pass_before_anything_starts(ws: Workspace, name: str,
+                                                                      env: dict[str, str], message: str) -> None:
+    proc = ws.mam("spawn", "coder-1", "--agent", "claude", "--server", "team", "--env", name,
+                  env={**ws.env, **env})
+    assert proc.returncode == 2 and proc.stderr.startswith(f"mam: {message}"), proc.stderr
+    assert not ws.registry.exists() and ws.herdr.server_starts() == []
+
+
+def test_restore_needs_names_or_all_and_reconcile_restore_needs_apply(ws: Workspace) -> None:
+    for args in (("restore",), ("restore", "a", "--all"), ("reconcile", "--restore")):
+        proc = ws.mam(*args)
+        assert proc.returncode == 2, (args, proc.stderr)
+    assert not ws.registry.exists()
