@@ -144,6 +144,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--write", action="store_true", help="update bench/RESULTS.md and bench/results.json")
     args = parser.parse_args()
+    import signal
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a killed run still kills its tmux servers
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(BENCH.parent / "mam"),
                     str(BENCH.parent / "backends")], check=True, timeout=120)
     result = measure(args.servers, args.agents, args.runs)
