@@ -1,0 +1,169 @@
+"""Status over N tmux servers on a remote host (a real sshd on 127.0.0.1) against the same N servers here: the
+first call (no shared connection yet) and warm (ssh's ControlMaster up), timed in turns, in one run.
+
+Run: python3 bench/remote_status.py [--servers 10] [--agents 4] [--runs 10]. Needs tmux and OpenSSH (sshd is
+started on a free loopback port with throwaway keys, as the tests do: tests/sshd.py). The "remote" servers are
+this machine's, on private sockets under a temporary TMUX_TMPDIR that the route sets on the remote side.
+
+What is timed: `listing` is one status fan-out, every server listed in parallel as `mam status` lists them. Today
+(phase 1) it is the backend object driven through mam.api inside a route, so process start-up is not in it; once
+registry rows carry `host:` (phase 2), `cli_cases` times `mam status --json` itself: switch MODE to "cli".
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from common import median
+from tmux_status import tmux_servers
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+import sshd as loopback
+
+LOCAL, FIRST, WARM = "local", "remote, first call", "remote, warm (shared connection)"
+MODE = "api"  # "cli" once `mam status` reaches hosts (phase 2)
+HOST = loopback.ALIAS
+
+
+@contextmanager
+def loopback_sshd(plain_login: bool = True) -> Iterator[loopback.Sshd]:
+    """An sshd on 127.0.0.1 only, a free port, throwaway keys; stopped (with its connections) on exit. With
+    `plain_login` the login's HOME is an empty folder: sshd runs the user's shell for every call, and a shell rc
+    of this machine (bash reads ~/.bashrc under sshd) would be timed as if it were the transport's cost."""
+    if not loopback.SSHD.exists() or shutil.which("ssh") is None:
+        raise SystemExit(f"needs OpenSSH: {loopback.SSHD} and ssh")
+    root = Path(tempfile.mkdtemp(prefix="mam-bench-sshd-"))
+    port = loopback._free_port()
+    for key in ("host_ed25519", "user_ed25519", "wrong_ed25519"):
+        loopback._keygen(root / key)
+    (root / "authorized_keys").write_text((root / "user_ed25519.pub").read_text())
+    host_key = (root / "host_ed25519.pub").read_text().split()
+    (root / "known_hosts").write_text(f"[127.0.0.1]:{port} {host_key[0]} {host_key[1]}\n")
+    home = root / "home"  # the login's HOME: an empty one, so no rc file of this machine's user is in the times
+    home.mkdir()
+    config = loopback._server_config(root, port)
+    (root / "sshd_config").write_text(config + (f"SetEnv HOME={home}\n" if plain_login else ""))
+    loopback._client_config(root / "ssh_config", root, port, root / "user_ed25519")
+    loopback._client_config(root / "wrong_key_config", root, port, root / "wrong_ed25519")
+    server = loopback.Sshd(root, port, root / "ssh_config", root / "wrong_key_config", {})
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _route(server: loopback.Sshd, control: Path, tmpdir: str, home: str) -> Any:
+    from mam.envscrub import DEFAULT_RULES, keep_rules
+    from mam.remote import unset_patterns
+    from mam.runner import Route
+    from mam.transport import SshTransport
+
+    scrub = [rule.pattern for rule in DEFAULT_RULES] + ["TMUX", "TMUX_PANE", "HERDR_*", "ZELLIJ*"]
+    transport = SshTransport(HOST, control, 10, ssh_config=server.config_path)
+    return Route(transport, unset_patterns(scrub, keep_rules((), "bench")), {"TMUX_TMPDIR": tmpdir, "HOME": home})
+
+
+def api_listing(servers: Sequence[str], env: dict[str, str], route: Any) -> Callable[[], None]:
+    """One status fan-out through the backend object: each server listed in a worker of its own."""
+    from mam.api import CallContext, Failure
+    from mam.runner import with_route
+    from mam_tmux.backend import TmuxBackend
+
+    backend = TmuxBackend()
+    ctx = CallContext(timeout=10.0, env=env)
+
+    def listing() -> None:
+        with ThreadPoolExecutor(min(16, len(servers))) as pool:
+            answers = list(pool.map(lambda s: with_route(route, backend.list_agents, s, ctx), servers))
+        failed = [a for a in answers if isinstance(a, Failure)]
+        if failed:
+            raise RuntimeError(f"a listing failed: {failed[0]}")
+
+    return listing
+
+
+def cli_cases(env: dict[str, str], workspace: str) -> list[tuple[str, list[str]]]:
+    """Phase 2: `mam status --json` over a registry whose rows carry `host: mam-test` (remote) or none (local),
+    with MAM_SSH_CONFIG and MAM_SSH_ENV in `env`. Time them with common.run_ms (a fresh process each)."""
+    mam = shutil.which("mam") or "mam"
+    return [(LOCAL, [mam, "--backend", "tmux", "status", "--json"]),
+            (WARM, [mam, "--backend", "tmux", "status", "--json", "--host", HOST])]
+
+
+def _timed(fn: Callable[[], None]) -> float:
+    started = time.perf_counter()
+    fn()
+    return (time.perf_counter() - started) * 1000
+
+
+def measure(servers: int = 10, agents: int = 4, runs: int = 10, plain_login: bool = True) -> dict[str, Any]:
+    if MODE != "api":
+        raise SystemExit("the CLI mode needs `host:` rows (phase 2): see cli_cases")
+    with loopback_sshd(plain_login) as server, tmux_servers(servers, agents) as (env, _workspace):
+        names = [f"bench-{i:03d}" for i in range(servers)]
+        control = Path(tempfile.mkdtemp(prefix="mbc", dir="/tmp")) / "ssh"  # short: a socket path
+        route = _route(server, control, env["TMUX_TMPDIR"], env.get("HOME", "/tmp"))
+        local = api_listing(names, env, None)
+        remote = api_listing(names, env, route)
+
+        def close() -> None:
+            server.close_masters(control)
+
+        samples: dict[str, list[float]] = {LOCAL: [], FIRST: [], WARM: []}
+        try:
+            local()
+            remote()  # one untimed warm-up each
+            for _ in range(runs):
+                samples[LOCAL].append(_timed(local))
+                close()  # untimed: the next call finds no shared connection
+                samples[FIRST].append(_timed(remote))
+                samples[WARM].append(_timed(remote))
+        finally:
+            close()
+            shutil.rmtree(control.parent, ignore_errors=True)
+    return {"runs": runs, "servers": servers, "agents": agents, "mode": MODE, "plain_login": plain_login,
+            "samples": samples}
+
+
+def table(result: dict[str, Any]) -> str:
+    m = {label: median(s) for label, s in result["samples"].items()}
+    lines = [f"| {result['servers']} servers, {result['agents']} agents each | median | vs local |", "|---|---|---|"]
+    lines += [f"| {label} | {m[label]:.0f} ms | {m[label] / m[LOCAL]:.2f}x |" for label in (LOCAL, FIRST, WARM)]
+    return "\n".join(lines)
+
+
+def target(result: dict[str, Any]) -> tuple[str, str, bool]:
+    """The issue's target: warm remote status at most 2x local."""
+    m = {label: median(s) for label, s in result["samples"].items()}
+    return (f"status over {result['servers']} remote (loopback) tmux servers, warm, at most 2x local",
+            f"{m[WARM]:.0f} ms vs {m[LOCAL]:.0f} ms ({m[WARM] / m[LOCAL]:.2f}x)", m[WARM] <= 2 * m[LOCAL])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--servers", type=int, default=10)
+    parser.add_argument("--agents", type=int, default=4)
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--user-rc", action="store_true", help="log in with this user's own HOME (and shell rc)")
+    args = parser.parse_args()
+    result = measure(args.servers, args.agents, args.runs, plain_login=not args.user_rc)
+    print(table(result))
+    name, measured, met = target(result)
+    print(f"{name}: {measured}: {'met' if met else 'MISSED'}")
+    if not met:
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()
