@@ -120,3 +120,24 @@ def test_restore_needs_names_or_all_and_reconcile_restore_needs_apply(ws: Worksp
         proc = ws.mam(*args)
         assert proc.returncode == 2, (args, proc.stderr)
     assert not ws.registry.exists()
+
+
+def test_restore_with_no_autostart_fails_and_keeps_the_row(ws: Workspace) -> None:
+    ws.write_registry("sessions:\n"
+                      "  - {name: coder-1, server: team, status: terminated, agent_session: s-1,"
+                      f" spec: {{kind: claude, args: [--model, opus], cwd: {ws.root}}}}}\n")
+    text = ws.registry.read_text()
+    proc = ws.mam("restore", "--all", "--json", env={**ws.env, "MAM_NO_AUTOSTART": "1"})
+    assert proc.returncode == 1, proc.stderr
+    entry = json.loads(proc.stdout)["agents"][0]
+    assert entry["outcome"] == "failed" and "MAM_NO_AUTOSTART=1" in entry["message"]
+    assert entry["argv"] == ["claude", "--model", "opus", "--resume", "s-1"]
+    assert ws.registry.read_text() == text and ws.herdr.server_starts() == []
+
+
+def test_a_new_spawn_of_the_name_drops_the_old_session(ws: Workspace) -> None:
+    spawn(ws, "coder-1", "--agent", "claude", "--server", "team", "--", "--session-id", "old-1")
+    ws.mam_json("stop", "coder-1")
+    spawn(ws, "coder-1", "--agent", "claude", "--server", "team")
+    row = yaml.safe_load(ws.registry.read_text())["sessions"][0]
+    assert "agent_session" not in row and row["spec"]["args"] == []
