@@ -115,10 +115,14 @@ def servers_table(servers: Sequence[dict[str, Any]]) -> str:
 def status_text(doc: dict[str, Any]) -> str:
     parts = [f"workspace {visible(doc['workspace'])}"]  # a directory's name may hold escape sequences
     if doc["sessions"] and doc["sessions"][0].get("state_source") is not None:
+        reasons = [why(s) if s["live"] == "alive" else None for s in doc["sessions"]]  # else LIVE says it
         rows: list[tuple[Any, ...]] = [(s["name"], s["backend"], s["server"], s["status"], s["live"], s["state"],
-                                        s["agent"], s["pane_id"], s["cwd"], why(s)) for s in doc["sessions"]]
-        parts.append(table(("NAME", "BACKEND", "SERVER", "STATUS", "LIVE", "STATE", "AGENT", "PANE", "CWD", "WHY"),
-                           rows, colour_columns=(4, 5), elastic=(8, 9)))
+                                        s["agent"], s["pane_id"], s["cwd"]) for s in doc["sessions"]]
+        headers: tuple[str, ...] = ("NAME", "BACKEND", "SERVER", "STATUS", "LIVE", "STATE", "AGENT", "PANE", "CWD")
+        if any(reasons):  # the column only when some row has something to say
+            rows = [(*row, reason) for row, reason in zip(rows, reasons, strict=True)]
+            headers += ("WHY",)
+        parts.append(table(headers, rows, colour_columns=(4, 5), elastic=(8, 9) if any(reasons) else (8,)))
     elif doc["sessions"]:
         rows = [(s["name"], s["backend"], s["server"], s["status"], s["live"], s["agent"], s["pane_id"], s["cwd"])
                 for s in doc["sessions"]]

@@ -53,7 +53,9 @@ def test_status_reports_stopped_session_down_and_never_starts_it(ws: Workspace) 
     assert rows["ghost-creator-claude"]["cwd"] == "/tmp/x"
     assert rows["creator-claude-01"] == {"name": "creator-claude-01", "backend": "herdr", "server": "live-srv",
                                          "status": "running", "live": "alive", "agent": "claude",
-                                         "cwd": "/repo", "pane_id": "w1:p2"}
+                                         "cwd": "/repo", "pane_id": "w1:p2", "state": "idle",
+                                         "state_source": "backend",
+                                         "evidence": {"field": "agent_status", "value": "idle"}}
     queried = [c["argv"] for c in ws.herdr.calls() if "agent" in c["argv"]]
     assert ["--session", "ghost-srv", "agent", "list"] in queried
     assert ["--session", "live-srv", "agent", "list"] in queried
@@ -64,7 +66,7 @@ def test_status_reports_stopped_session_down_and_never_starts_it(ws: Workspace) 
 def test_status_document_shape_and_order(ws: Workspace) -> None:
     ws.write_registry(REGISTRY)
     doc = ws.mam_json("status")
-    assert list(doc) == ["schema", "workspace", "registry", "backend", "servers", "sessions"]
+    assert list(doc) == ["schema", "workspace", "registry", "backend", "servers", "sessions", "state_filter"]
     assert doc["schema"] == 1 and doc["backend"] is None
     assert doc["workspace"] == str(ws.root)
     assert doc["registry"] == str(ws.registry)
