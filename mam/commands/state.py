@@ -47,6 +47,17 @@ class LazyLibrary:
         self._lock = threading.Lock()
         self._library: Library | None = None
 
+    def prefetch(self) -> None:
+        """Load it in a thread of its own now: parsing and compiling the rules is CPU work that overlaps the
+        listing calls, which mostly wait on their processes. A failure is raised again by the call that needs it."""
+        def load() -> None:
+            try:
+                self()
+            except Exception:  # the next call raises it, where it is reported
+                pass
+
+        threading.Thread(target=load, daemon=True).start()
+
     def __call__(self) -> Library:
         with self._lock:
             if self._library is None:

@@ -113,6 +113,8 @@ def _state_reader(app: App, rows: Sequence[Row], into: dict[ServerKey, Any]) -> 
     kinds: dict[ServerKey, dict[str, str | None]] = {}
     for row in rows:
         kinds.setdefault((row.backend, row.server), {})[row.name] = row.agent
+    if any(_captures(app, backend) for backend in {b for b, _ in kinds}):
+        library.prefetch()  # a backend that reads screens will need the rules: load them while servers answer
 
     def after(key: ServerKey, outcome: ServerOutcome) -> None:
         wanted = kinds.get(key, {})
@@ -121,6 +123,13 @@ def _state_reader(app: App, rows: Sequence[Row], into: dict[ServerKey, Any]) -> 
             into[key] = agent_state.safe_server_states(app.plugins, library, *key, alive, wanted, ctx, stale_after)
 
     return after
+
+
+def _captures(app: App, backend: str) -> bool:
+    try:
+        return hasattr(app.plugins.backend(backend), "capture_panes")
+    except MamError:
+        return False
 
 
 def unanswered(app: App, doc: Mapping[str, Any]) -> tuple[list[str], bool]:
