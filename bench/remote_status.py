@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 import sshd as loopback
 
 LOCAL, FIRST, WARM = "local", "remote, first call", "remote, warm (shared connection)"
+BATCHED = "remote, warm, one ssh session per fan-out (Route.batched)"
 MODE = "api"  # "cli" once `mam status` reaches hosts (phase 2)
 HOST = loopback.ALIAS
 
@@ -74,8 +75,10 @@ def _route(server: loopback.Sshd, control: Path, tmpdir: str, home: str) -> Any:
     return Route(transport, unset_patterns(scrub, keep_rules((), "bench")), {"TMUX_TMPDIR": tmpdir, "HOME": home})
 
 
-def api_listing(servers: Sequence[str], env: dict[str, str], route: Any) -> Callable[[], None]:
-    """One status fan-out through the backend object: each server listed in a worker of its own."""
+def api_listing(servers: Sequence[str], env: dict[str, str], route: Any, *,
+                batched: bool = False) -> Callable[[], None]:
+    """One status fan-out through the backend object: each server listed in a worker of its own; `batched`:
+    the calls of the fan-out share one ssh session (mam.batch)."""
     from mam.api import CallContext, Failure
     from mam.runner import with_route
     from mam_tmux.backend import TmuxBackend
@@ -84,8 +87,9 @@ def api_listing(servers: Sequence[str], env: dict[str, str], route: Any) -> Call
     ctx = CallContext(timeout=10.0, env=env)
 
     def listing() -> None:
+        this = route.batched(len(servers)) if batched else route
         with ThreadPoolExecutor(min(16, len(servers))) as pool:
-            answers = list(pool.map(lambda s: with_route(route, backend.list_agents, s, ctx), servers))
+            answers = list(pool.map(lambda s: with_route(this, backend.list_agents, s, ctx), servers))
         failed = [a for a in answers if isinstance(a, Failure)]
         if failed:
             raise RuntimeError(f"a listing failed: {failed[0]}")
@@ -116,11 +120,12 @@ def measure(servers: int = 10, agents: int = 4, runs: int = 10, plain_login: boo
         route = _route(server, control, env["TMUX_TMPDIR"], env.get("HOME", "/tmp"))
         local = api_listing(names, env, None)
         remote = api_listing(names, env, route)
+        batched = api_listing(names, env, route, batched=True)
 
         def close() -> None:
             server.close_masters(control)
 
-        samples: dict[str, list[float]] = {LOCAL: [], FIRST: [], WARM: []}
+        samples: dict[str, list[float]] = {LOCAL: [], FIRST: [], WARM: [], BATCHED: []}
         try:
             local()
             remote()  # one untimed warm-up each
@@ -129,6 +134,7 @@ def measure(servers: int = 10, agents: int = 4, runs: int = 10, plain_login: boo
                 close()  # untimed: the next call finds no shared connection
                 samples[FIRST].append(_timed(remote))
                 samples[WARM].append(_timed(remote))
+                samples[BATCHED].append(_timed(batched))
         finally:
             close()
             shutil.rmtree(control.parent, ignore_errors=True)
@@ -139,15 +145,17 @@ def measure(servers: int = 10, agents: int = 4, runs: int = 10, plain_login: boo
 def table(result: dict[str, Any]) -> str:
     m = {label: median(s) for label, s in result["samples"].items()}
     lines = [f"| {result['servers']} servers, {result['agents']} agents each | median | vs local |", "|---|---|---|"]
-    lines += [f"| {label} | {m[label]:.0f} ms | {m[label] / m[LOCAL]:.2f}x |" for label in (LOCAL, FIRST, WARM)]
+    lines += [f"| {label} | {m[label]:.0f} ms | {m[label] / m[LOCAL]:.2f}x |" for label in m]
     return "\n".join(lines)
 
 
 def target(result: dict[str, Any]) -> tuple[str, str, bool]:
-    """The issue's target: warm remote status at most 2x local."""
+    """The issue's target: warm remote status at most 2x local (the fan-out in one ssh session, as status does
+    it; the unshared-session case is in the table)."""
     m = {label: median(s) for label, s in result["samples"].items()}
+    warm = m[BATCHED]
     return (f"status over {result['servers']} remote (loopback) tmux servers, warm, at most 2x local",
-            f"{m[WARM]:.0f} ms vs {m[LOCAL]:.0f} ms ({m[WARM] / m[LOCAL]:.2f}x)", m[WARM] <= 2 * m[LOCAL])
+            f"{warm:.0f} ms vs {m[LOCAL]:.0f} ms ({warm / m[LOCAL]:.2f}x)", warm <= 2 * m[LOCAL])
 
 
 def main() -> None:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, ParamSpec, TypeVar
 from mam.plugin.records import CommandResult, ErrorKind, Failure, ServerError
 
 if TYPE_CHECKING:  # the transport is imported only by a command that reaches another host
+    from mam.batch import Batch
     from mam.transport import SshTransport
 
 T = TypeVar("T")
@@ -76,6 +77,17 @@ class Route:
     transport: SshTransport
     env_unset: tuple[str, ...] = ()
     env_set: Mapping[str, str] = field(default_factory=dict)
+    batch: Batch | None = field(default=None, compare=False)  # calls made together share one ssh session
+
+    def batched(self, expected: int | None = None, window: float | None = None) -> Route:
+        """This route for one fan-out of queries: the calls made together (`expected` of them, or those within
+        `window` seconds of the first) run in one ssh session on the host (mam.batch). Never for a call that
+        changes anything: a batch whose answer does not parse runs each call again on its own."""
+        from dataclasses import replace
+
+        from mam.batch import Batch
+
+        return replace(self, batch=Batch(expected, window))
 
     @property
     def host(self) -> str:
@@ -122,6 +134,8 @@ def run(argv: Sequence[str], *, timeout: float, env: Mapping[str, str], cwd: str
     it can never wait for a terminal.
     """
     route = _route.get()
+    if route is not None and route.batch is not None:
+        return route.batch.run(route, argv, timeout=timeout, env=env)
     if route is not None:
         return _run_remote(route, argv, timeout=timeout, env=env)
     return _run_local(argv, timeout=timeout, env=env, cwd=cwd)
@@ -154,9 +168,14 @@ def _run_remote(route: Route, argv: Sequence[str], *, timeout: float, env: Mappi
     if raw.returncode is not None and raw.returncode < 0:
         return CommandResult(args, None, "", raw.stderr, timeout=timeout, transport_error=ServerError(
             ErrorKind.UNKNOWN, f"ssh to {host}: ssh was killed by signal {-raw.returncode}"))
+    return _finish_remote(route, args, timeout, raw)
+
+
+def _finish_remote(route: Route, args: tuple[str, ...], timeout: float, raw: CommandResult) -> CommandResult:
+    """The remote command's own result, under the backend's argv."""
     if raw.returncode == 127 and _remote_not_found(args[0], raw.stderr):
         return CommandResult(args, None, "", raw.stderr, not_found=True, timeout=timeout, transport_error=ServerError(
-            ErrorKind.NOT_INSTALLED, f"{args[0]}: not found on PATH on {host}"))
+            ErrorKind.NOT_INSTALLED, f"{args[0]}: not found on PATH on {route.host}"))
     return CommandResult(args, raw.returncode, raw.stdout, raw.stderr, timeout=timeout)
 
 

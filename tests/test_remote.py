@@ -306,3 +306,75 @@ class TestTmuxContractOverSsh(test_contract.TestTmuxContract):
         finally:
             sshd.close_masters(control)
             shutil.rmtree(control.parent, ignore_errors=True)
+
+
+# --- one ssh session for the calls of a fan-out (Route.batched) -----------------------------------------------
+
+PRINT_ARGV = ["python3", "-c", "import sys, json; print(json.dumps(sys.argv[1:]))"]
+HOSTILE = ["a b", "it's", "$(touch /tmp/mam-pwned)", "`id`", "x\ny", "#{pane_id}", "-V", "--", "", "*", "~",
+           "é", "%C", "${HOME}", "'", "a=b", "\nmam-0 e\n", "\\"]
+SHOW_ENV = ["python3", "-c", "import os, json; print(json.dumps(sorted(os.environ)))"]
+
+
+def _together(route: Route, argvs: list[list[str]], env: dict[str, str]) -> list[CommandResult]:
+    from concurrent.futures import ThreadPoolExecutor
+
+    batched = route.batched(len(argvs), window=30)  # all of them, however late a worker starts
+    with ThreadPoolExecutor(len(argvs)) as pool:
+        return list(pool.map(lambda argv: with_route(batched, runner.run, argv, timeout=30, env=env), argvs))
+
+
+def test_calls_made_together_share_one_session_and_each_gets_its_own_answer(remote: Remote) -> None:
+    argvs = [[*PRINT_ARGV, *HOSTILE], ["sh", "-c", "printf 'no newline'; printf 'to stderr' >&2; exit 3"],
+             ["mam-no-such-program"], SHOW_ENV]
+    together = _together(remote.route, argvs, {**remote.env, **MARKERS})
+    alone = [with_route(remote.route, runner.run, argv, timeout=30, env={**remote.env, **MARKERS}) for argv in argvs]
+    import json
+
+    assert json.loads(together[0].stdout) == HOSTILE and together[0].returncode == 0, together[0]
+    assert (together[1].returncode, together[1].stdout, together[1].stderr) == (3, "no newline", "to stderr")
+    assert together[2].not_found and process_classification(Failure("x", "s", together[2])) is not None
+    # The route's environment holds for each: the markers unset there, MAM_SSH_ENV's variables set.
+    names = set(json.loads(together[3].stdout))
+    assert not names & set(MARKERS) and "TMUX_TMPDIR" in names, names
+    assert not set(json.loads(alone[3].stdout)) & set(MARKERS)
+    assert [(r.returncode, r.stdout, r.stderr) for r in together[:2]] == \
+        [(r.returncode, r.stdout, r.stderr) for r in alone[:2]]
+    assert not Path("/tmp/mam-pwned").exists()
+    # One session: the calls made together are children of one remote shell; alone, each is sshd's own child.
+    parent = ["sh", "-c", 'echo "$PPID $(ps -o comm= -p "$PPID")"']
+    batched = {r.stdout.split()[0]: r.stdout.split()[1] for r in _together(remote.route, [parent] * 3, remote.env)}
+    assert len(batched) == 1 and list(batched.values()) == ["sh"], batched
+    assert with_route(remote.route, runner.run, parent, timeout=30, env=remote.env).stdout.split()[1] == "sshd"
+
+
+def test_a_batched_fan_out_of_listings_answers_as_the_calls_alone(remote: Remote, tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    backend = TmuxBackend()
+    servers = [remote.server() for _ in range(3)]
+    with remote_route(remote.route):
+        for server in servers[:2]:
+            booted = backend.bootstrap(server, remote.bctx(tmp_path / f"{server}.log"))
+            assert booted.up, booted
+        assert backend.spawn(servers[0], SpawnRequest("alpha", "claude", str(tmp_path), ("sleep", "600")),
+                             remote.ctx()).ok
+    batched = remote.route.batched(len(servers), window=30)
+    with ThreadPoolExecutor(len(servers)) as pool:
+        answers = list(pool.map(lambda s: with_route(batched, backend.list_agents, s, remote.ctx()), servers))
+    assert not isinstance(answers[0], Failure) and [a.name for a in answers[0]] == ["alpha"]
+    assert answers[1] == ()
+    assert isinstance(answers[2], Failure)
+    with remote_route(remote.route):
+        assert _classify(backend, answers[2]).kind is ErrorKind.SERVER_DOWN
+
+
+def test_a_batch_to_a_stopped_sshd_is_unknown_for_every_call(remote: Remote) -> None:
+    remote.sshd.stop()
+    try:
+        results = _together(remote.route, [["true"], ["tmux", "-V"], ["true"]], remote.env)
+    finally:
+        remote.sshd.start()
+    for result in results:
+        error = process_classification(Failure("tmux", "s", result))
+        assert error is not None and error.kind is ErrorKind.UNKNOWN and "connection refused" in error.message
