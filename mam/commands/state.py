@@ -7,7 +7,6 @@ Computed inside the parallel fan-out of the listing (one capture call per server
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,6 +42,8 @@ class LazyLibrary:
     backend with states of its own never needs it), once for all threads. A bad file raises MamError."""
 
     def __init__(self, user_file: Path | None) -> None:
+        import threading
+
         self.user_file = user_file
         self._lock = threading.Lock()
         self._library: Library | None = None
@@ -50,6 +51,8 @@ class LazyLibrary:
     def prefetch(self) -> None:
         """Load it in a thread of its own now: parsing and compiling the rules is CPU work that overlaps the
         listing calls, which mostly wait on their processes. A failure is raised again by the call that needs it."""
+        import threading
+
         def load() -> None:
             try:
                 self()

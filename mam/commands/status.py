@@ -75,7 +75,7 @@ def status_document(app: App, servers: Sequence[str] = (), *, with_state: bool =
     keys = {(r.backend, r.server) for r in rows} | {(app.backend_name, s) for s in servers}
     states: dict[ServerKey, Mapping[str, AgentState]] = {}
     reading = with_state or bool(only_states)
-    outcomes = outcomes_for(app, keys, _state_reader(app, rows, states) if reading else None)
+    outcomes = outcomes_for(app, keys, _state_reader(app, rows, states) if reading and rows else None)
     for found in states.values():
         if isinstance(found, MamError):
             raise found  # a bad .mam/states.yaml: bad input, exit 2
