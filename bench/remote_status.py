@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 import sshd as loopback
 
 LOCAL, FIRST, WARM = "local", "remote, first call", "remote, warm (shared connection)"
+FIRST_BATCHED = "remote, first call, one ssh session per fan-out (Route.batched)"
 BATCHED = "remote, warm, one ssh session per fan-out (Route.batched)"
 MODE = "api"  # "cli" once `mam status` reaches hosts (phase 2)
 HOST = loopback.ALIAS
@@ -125,7 +126,7 @@ def measure(servers: int = 10, agents: int = 4, runs: int = 10, plain_login: boo
         def close() -> None:
             server.close_masters(control)
 
-        samples: dict[str, list[float]] = {LOCAL: [], FIRST: [], WARM: [], BATCHED: []}
+        samples: dict[str, list[float]] = {LOCAL: [], FIRST: [], WARM: [], FIRST_BATCHED: [], BATCHED: []}
         try:
             local()
             remote()  # one untimed warm-up each
@@ -134,6 +135,8 @@ def measure(servers: int = 10, agents: int = 4, runs: int = 10, plain_login: boo
                 close()  # untimed: the next call finds no shared connection
                 samples[FIRST].append(_timed(remote))
                 samples[WARM].append(_timed(remote))
+                close()
+                samples[FIRST_BATCHED].append(_timed(batched))
                 samples[BATCHED].append(_timed(batched))
         finally:
             close()

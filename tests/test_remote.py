@@ -378,3 +378,12 @@ def test_a_batch_to_a_stopped_sshd_is_unknown_for_every_call(remote: Remote) -> 
     for result in results:
         error = process_classification(Failure("tmux", "s", result))
         assert error is not None and error.kind is ErrorKind.UNKNOWN and "connection refused" in error.message
+
+
+def test_an_interactive_client_gets_a_terminal_and_the_route_s_environment(remote: Remote) -> None:
+    argv = remote.route.client_argv(["tmux", "-L", "s", "attach"])
+    dash = argv.index("--")
+    assert argv[0] == "ssh" and "-t" in argv[:dash] and "BatchMode=yes" in argv[:dash]
+    assert argv[dash + 1] == "mam-test" and len(argv) == dash + 3  # one command string for the remote shell
+    assert "-u TMUX " in argv[-1] and argv[-1].endswith("tmux -L s attach")
+    assert f"TMUX_TMPDIR={remote.tmpdir}" in argv[-1]
