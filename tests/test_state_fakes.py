@@ -5,14 +5,16 @@ server, and how a capture becomes a state."""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from conftest import Workspace
+from conftest import FAKES, Workspace
 from mam.commands.state import read_capture
 from mam.kinds.library import load_library
 from mam.plugin.records import Agent, CallContext, Failure, PaneCapture
@@ -93,7 +95,14 @@ def settled(ws: Workspace, names: dict[str, str]) -> dict[str, dict[str, Any]]:
         time.sleep(0.2)
 
 
-def test_zellij_states_from_its_screens_then_wait_and_send(ws: Workspace) -> None:
+@pytest.fixture
+def zellij_session(ws: Workspace) -> Iterator[str]:
+    """The fake zellij session `zz` the stand-ins run in; killed at the end, and its panes' programs with it."""
+    yield "zz"
+    subprocess.run([str(FAKES / "zellij"), "kill-session", "zz"], env=ws.env, capture_output=True, timeout=30)
+
+
+def test_zellij_states_from_its_screens_then_wait_and_send(ws: Workspace, zellij_session: str) -> None:
     zspawn(ws, "spin", "claude", "claude", "working")
     zspawn(ws, "ask", "gemini", "gemini", "blocked")
     zspawn(ws, "calm", "codex", "codex", "idle")
