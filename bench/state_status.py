@@ -81,7 +81,10 @@ def measure(servers: int = 10, agents: int = 5, runs: int = 10) -> dict[str, Any
         cases = [(WITH, [mam, "--backend", "tmux", "status", "--json"]),
                  (WITHOUT, [mam, "--backend", "tmux", "status", "--no-state", "--json"])]
         samples = interleaved(cases, runs, env, workspace)
-    return {"servers": servers, "agents": agents, "runs": runs, "states": seen, "samples": samples}
+    import os
+
+    return {"servers": servers, "agents": agents, "runs": runs, "states": seen, "samples": samples,
+            "load": round(os.getloadavg()[0], 1)}
 
 
 def ratio(result: dict[str, Any]) -> float:
@@ -108,11 +111,18 @@ def table(result: dict[str, Any]) -> str:
     ])
 
 
-def section(result: dict[str, Any]) -> str:
+def section(result: dict[str, Any], alone: bool = False) -> str:
     name, measured, met = target(result)
+    import datetime
+
+    note = [f"Measured alone by `python3 bench/state_status.py --write` on {datetime.date.today().isoformat()}, "
+            f"not in the full run above; the machine's load average was {result.get('load', '?')} as it ended "
+            "(other jobs ran beside it), so compare the two columns, timed in turns, rather than the absolute "
+            "times.", ""]
     return "\n".join([
         f"{HEADING} (`bench/state_status.py`, {result['runs']} runs)",
         "",
+        *(note if alone else []),
         f"Target: {name}: {measured}, {'met' if met else '**missed**'}.",
         "",
         table(result),
@@ -127,9 +137,9 @@ def write(result: dict[str, Any]) -> None:
     if HEADING in text:
         head, _, rest = text.partition(HEADING)
         tail = rest.split("\n## ", 1)
-        text = head + section(result) + ("\n## " + tail[1] if len(tail) > 1 else "")
+        text = head + section(result, True) + ("\n## " + tail[1] if len(tail) > 1 else "")
     else:
-        text = text.rstrip("\n") + "\n\n" + section(result)
+        text = text.rstrip("\n") + "\n\n" + section(result, True)
     path.write_text(text)
     data_path = BENCH / "results.json"
     data = json.loads(data_path.read_text()) if data_path.exists() else {}
