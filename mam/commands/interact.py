@@ -13,7 +13,7 @@ from typing import Any
 from mam.app import App
 from mam.errors import MamError
 from mam.names import check_name
-from mam.plugin.records import Agent, ErrorKind, ServerState
+from mam.plugin.records import AGENT_STATES, Agent, ErrorKind, ServerState
 from mam.registry import Row
 from mam.servers import call_context, outcomes_for, require_binary, resolve_explicit_backend
 
@@ -58,7 +58,7 @@ def _live_agent(app: App, row: Row) -> Agent:
     outcome = outcomes_for(app, {key})[key]
     if outcome.state is ServerState.DOWN:
         raise MamError("operation_failed", f"{row.backend} server {row.server} is down; mam never starts it to "
-                       "send text", hint=f"start it with `mam bootstrap --server {row.server}`")
+                       "send text", hint=f"start it with `mam --backend {row.backend} bootstrap --server {row.server}`")
     if outcome.state is ServerState.UNKNOWN:
         require_binary(app, outcome.error.kind if outcome.error else None, "mam send needs it", row.backend)
         why = outcome.error.message if outcome.error else "no answer"
@@ -111,7 +111,7 @@ def wait_document(app: App, name: str, until: Sequence[str], timeout: float | No
         last = entry["state"]
         reached = entry["state"] in wanted
         result = {"schema": 1, "name": row.name, "backend": row.backend, "server": row.server,
-                  "until": sorted(wanted, key=("working", "blocked", "idle", "done", "unknown").index),
+                  "until": sorted(wanted, key=AGENT_STATES.index),
                   "reached": reached, "waited": waited, "session": entry}
         if reached:
             return result
@@ -119,7 +119,7 @@ def wait_document(app: App, name: str, until: Sequence[str], timeout: float | No
                              if s["backend"] == row.backend and s["server"] == row.server), None)
         if server_state == "down":
             raise MamError("operation_failed", f"{row.backend} server {row.server} is down; mam wait never starts "
-                           "it", hint=f"start it with `mam bootstrap --server {row.server}`")
+                           "it", hint=f"start it with `mam --backend {row.backend} bootstrap --server {row.server}`")
         if entry["live"] == "absent":
             raise MamError("operation_failed", f"{row.name} is not running on {row.backend} server {row.server}")
         if server_state == "unknown":
