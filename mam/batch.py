@@ -90,8 +90,8 @@ def parse(stdout: str, nonce: str, count: int) -> list[tuple[int | None, str, st
 
 
 class Batch:
-    """Gathers the calls made within WINDOW of each other (or until `expected` have come) and runs them together
-    on the route's host. One per fan-out: `Route.batched()`."""
+    """Gathers the calls made within WINDOW of each other (or, the first time, until `expected` have come) and
+    runs them together on the route's host. One per fan-out: `Route.batched()`."""
 
     def __init__(self, expected: int | None = None, window: float | None = None) -> None:
         self.expected = expected
@@ -108,6 +108,9 @@ class Batch:
                 self._lock.wait_for(lambda: self.expected is not None and len(self._pending) >= self.expected,
                                     timeout=self.window)
                 calls, self._pending = self._pending, []
+                # `expected` counts the first wave (the listings); later calls (a status's captures, a down
+                # server's checks) come as they come: they gather for the short window only.
+                self.expected, self.window = None, min(self.window, WINDOW)
             else:
                 self._lock.notify_all()
         if leader:

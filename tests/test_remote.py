@@ -367,6 +367,9 @@ def test_a_batched_fan_out_of_listings_answers_as_the_calls_alone(remote: Remote
     assert isinstance(answers[2], Failure)
     with remote_route(remote.route):
         assert _classify(backend, answers[2]).kind is ErrorKind.SERVER_DOWN
+    # Later calls of the same fan-out (status reads the panes next) do not wait for a wave of that size again.
+    assert batched.batch is not None and batched.batch.expected is None
+    assert with_route(batched, backend.list_agents, servers[1], remote.ctx()) == ()
 
 
 def test_a_batch_to_a_stopped_sshd_is_unknown_for_every_call(remote: Remote) -> None:
