@@ -19,6 +19,8 @@ from mam.workspace import DEFAULT_BACKEND, Workspace, open_workspace
 
 if TYPE_CHECKING:  # pluggy is loaded only by commands that reach a backend
     from mam.plugin.manager import Plugins
+    from mam.remote import Routes
+    from mam.runner import Route
 
 
 @dataclass
@@ -27,6 +29,7 @@ class App:
     env: Mapping[str, str]
     backend_flag: str | None  # --backend as given on the command line
     _backend_env: tuple[int, dict[str, str]] | None = field(default=None, init=False, repr=False)
+    _routes: Routes | None = field(default=None, init=False, repr=False)
 
     @classmethod
     def open(cls, workspace: str | None, backend: str | None, env: Mapping[str, str] | None = None) -> App:
@@ -53,6 +56,17 @@ class App:
     def row_default_backend(self) -> str:
         """A registry row without `backend:` belongs to config `backend:`, else herdr (docs/registry.md)."""
         return self.workspace.config.backend or DEFAULT_BACKEND
+
+    def route(self, host: str | None) -> Route | None:
+        """The route of backend calls to `host` over ssh (mam.remote), one per host for this command; None for
+        this machine (no host, "" or "local"). A host ssh could read as an option is a usage error."""
+        if not host:
+            return None
+        if self._routes is None:
+            from mam.remote import Routes
+
+            self._routes = Routes(self)
+        return self._routes.get(host)
 
     @cached_property
     def plugins(self) -> Plugins:

@@ -106,28 +106,52 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], colour_columns:
     return "\n".join(lines)
 
 
+def _hosted(entries: Sequence[dict[str, Any]]) -> bool:
+    """Whether a HOST column is worth its room: only when some entry is on another host."""
+    return any(e.get("host") for e in entries)
+
+
+def _host_after_server(headers: tuple[str, ...], rows: list[tuple[Any, ...]], entries: Sequence[dict[str, Any]],
+                       server_at: int) -> tuple[tuple[str, ...], list[tuple[Any, ...]]]:
+    """HOST inserted after the SERVER column (`server_at`), "local" for this machine's."""
+    at = server_at + 1
+    return (headers[:at] + ("HOST",) + headers[at:],
+            [(*row[:at], e.get("host") or "local", *row[at:]) for row, e in zip(rows, entries, strict=True)])
+
+
 def servers_table(servers: Sequence[dict[str, Any]]) -> str:
-    rows = [(s["backend"], s["server"], s["state"], s["agents"], (s["error"] or {}).get("message"))
-            for s in servers]
-    return table(("BACKEND", "SERVER", "STATE", "AGENTS", "DETAIL"), rows, colour_columns=(2,))
+    rows: list[tuple[Any, ...]] = [(s["backend"], s["server"], s["state"], s["agents"],
+                                    (s["error"] or {}).get("message")) for s in servers]
+    headers: tuple[str, ...] = ("BACKEND", "SERVER", "STATE", "AGENTS", "DETAIL")
+    if _hosted(servers):
+        headers, rows = _host_after_server(headers, rows, servers, 1)
+        return table(headers, rows, colour_columns=(3,))
+    return table(headers, rows, colour_columns=(2,))
 
 
 def status_text(doc: dict[str, Any]) -> str:
     parts = [f"workspace {visible(doc['workspace'])}"]  # a directory's name may hold escape sequences
-    if doc["sessions"] and doc["sessions"][0].get("state_source") is not None:
-        reasons = [why(s) if s["live"] == "alive" else None for s in doc["sessions"]]  # else LIVE says it
+    sessions = doc["sessions"]
+    shift = 1 if _hosted(sessions) else 0  # the columns after SERVER move right by the HOST column
+    if sessions and sessions[0].get("state_source") is not None:
+        reasons = [why(s) if s["live"] == "alive" else None for s in sessions]  # else LIVE says it
         rows: list[tuple[Any, ...]] = [(s["name"], s["backend"], s["server"], s["status"], s["live"], s["state"],
-                                        s["agent"], s["pane_id"], s["cwd"]) for s in doc["sessions"]]
+                                        s["agent"], s["pane_id"], s["cwd"]) for s in sessions]
         headers: tuple[str, ...] = ("NAME", "BACKEND", "SERVER", "STATUS", "LIVE", "STATE", "AGENT", "PANE", "CWD")
         if any(reasons):  # the column only when some row has something to say
             rows = [(*row, reason) for row, reason in zip(rows, reasons, strict=True)]
             headers += ("WHY",)
-        parts.append(table(headers, rows, colour_columns=(4, 5), elastic=(8, 9) if any(reasons) else (8,)))
-    elif doc["sessions"]:
+        if shift:
+            headers, rows = _host_after_server(headers, rows, sessions, 2)
+        elastic = (8 + shift, 9 + shift) if any(reasons) else (8 + shift,)
+        parts.append(table(headers, rows, colour_columns=(4 + shift, 5 + shift), elastic=elastic))
+    elif sessions:
         rows = [(s["name"], s["backend"], s["server"], s["status"], s["live"], s["agent"], s["pane_id"], s["cwd"])
-                for s in doc["sessions"]]
-        parts.append(table(("NAME", "BACKEND", "SERVER", "STATUS", "LIVE", "AGENT", "PANE", "CWD"), rows,
-                           colour_columns=(4,)))
+                for s in sessions]
+        headers = ("NAME", "BACKEND", "SERVER", "STATUS", "LIVE", "AGENT", "PANE", "CWD")
+        if shift:
+            headers, rows = _host_after_server(headers, rows, sessions, 2)
+        parts.append(table(headers, rows, colour_columns=(4 + shift,)))
     elif doc.get("state_filter"):
         parts.append(f"no agent is {' or '.join(doc['state_filter'])}")
     else:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,20 +21,31 @@ from mam.plugin.records import (
     ServerOutcome,
     ServerState,
 )
+from mam.runner import remote_route, with_route
 from mam.safefile import lock_within, open_unfollowed
 
 if TYPE_CHECKING:
     from mam.app import App
     from mam.plugin.manager import Plugins
+    from mam.runner import Route
 
-ServerKey = tuple[str, str]  # (backend, server)
+ServerKey = tuple[str, str, str]  # (backend, server, host); host "" is this machine
+# The route of a host's calls (mam.remote.Routes.get); None: this machine.
+RouteFor = Callable[[str], "Route | None"]
 # Work to do for one server right after its listing, in the same thread (status reads its agents' states).
 After = Callable[[ServerKey, ServerOutcome], None]
 MAX_PARALLEL = 64  # threads mostly wait on their backend process; 64 covers the usual fleet in one wave
 
 
-def query_server(plugins: Plugins, backend_name: str, server: str, ctx: CallContext) -> ServerOutcome:
-    """One server's outcome. Never raises: whatever goes wrong is `unknown`, with the reason."""
+def query_server(plugins: Plugins, backend_name: str, server: str, ctx: CallContext,
+                 host: str | None = None) -> ServerOutcome:
+    """One server's outcome. Never raises: whatever goes wrong is `unknown`, with the reason. On another `host`
+    the caller has entered its route (runner.remote_route): the backend's calls go there, unknowing."""
+    outcome = _query(plugins, backend_name, server, ctx)
+    return replace(outcome, host=host) if host else outcome
+
+
+def _query(plugins: Plugins, backend_name: str, server: str, ctx: CallContext) -> ServerOutcome:
     try:
         backend = plugins.backend(backend_name)
     except MamError as exc:
@@ -52,7 +64,7 @@ def query_server(plugins: Plugins, backend_name: str, server: str, ctx: CallCont
 
 
 def query_servers(plugins: Plugins, keys: Iterable[ServerKey], ctx: CallContext,
-                  after: After | None = None) -> dict[ServerKey, ServerOutcome]:
+                  after: After | None = None, route_for: RouteFor | None = None) -> dict[ServerKey, ServerOutcome]:
     """Query every server at once; each call has its own time limit, so a slow one delays no other. `after`,
     when given, runs for each server in the thread that listed it, so its own calls overlap the others' too.
 
@@ -60,9 +72,19 @@ def query_servers(plugins: Plugins, keys: Iterable[ServerKey], ctx: CallContext,
     (bench/RESULTS.md).
     """
     keys = sorted(set(keys))
+    routes = _fan_out_routes(keys, route_for)
 
     def one(key: ServerKey) -> ServerOutcome:
-        outcome = query_server(plugins, *key, ctx)  # never raises
+        backend_name, server, host = key
+        route = routes.get(host)
+        if isinstance(route, MamError):  # the host itself is unusable (its ssh folder, $MAM_SSH_ENV): say why
+            return ServerOutcome(backend_name, server, ServerState.UNKNOWN, host=host,
+                                 error=ServerError(ErrorKind.UNKNOWN, f"host {host}: {route.message}"))
+        return with_route(route, _one_here, key)
+
+    def _one_here(key: ServerKey) -> ServerOutcome:
+        backend_name, server, host = key
+        outcome = query_server(plugins, backend_name, server, ctx, host or None)  # never raises
         if after is not None:
             after(key, outcome)
         return outcome
@@ -70,7 +92,7 @@ def query_servers(plugins: Plugins, keys: Iterable[ServerKey], ctx: CallContext,
     if len(keys) <= 1:
         return {key: one(key) for key in keys}
     # Load each backend once, before the threads start, so no two threads import one module.
-    for backend_name in {b for b, _ in keys}:
+    for backend_name in {b for b, _, _ in keys}:
         try:
             plugins.backend(backend_name)
         except MamError:
@@ -97,6 +119,28 @@ def query_servers(plugins: Plugins, keys: Iterable[ServerKey], ctx: CallContext,
     return {key: results[key] for key in keys}
 
 
+def _fan_out_routes(keys: list[ServerKey], route_for: RouteFor | None) -> dict[str, Route | MamError | None]:
+    """The route of each host of a fan-out, batched: the calls made together to one host share one ssh session
+    (mam.batch), `expected` being how many servers of that host are asked. A host whose route cannot be built is
+    the error, for its servers to be `unknown` with it."""
+    hosts: dict[str, int] = {}
+    for _, _, host in keys:
+        hosts[host] = hosts.get(host, 0) + 1
+    routes: dict[str, Route | MamError | None] = {"": None}
+    for host, count in hosts.items():
+        if not host:
+            continue
+        try:
+            route = route_for(host) if route_for is not None else None
+        except MamError as exc:
+            routes[host] = exc
+            continue
+        if route is None:
+            raise MamError("operation_failed", f"no route to host {host}")  # a caller's bug: never run it here
+        routes[host] = route.batched(count)
+    return routes
+
+
 def require_binary(app: App, outcome_error_kind: ErrorKind | None, what: str, backend: str | None = None) -> None:
     if outcome_error_kind is ErrorKind.NOT_INSTALLED:
         spec = app.plugins.spec(backend or app.backend_name)
@@ -105,12 +149,13 @@ def require_binary(app: App, outcome_error_kind: ErrorKind | None, what: str, ba
 
 
 @contextmanager
-def server_lock(app: App, server: str) -> Iterator[None]:
+def server_lock(app: App, server: str, host: str | None = None) -> Iterator[None]:
     """One probe-and-start at a time per server of a workspace: of several mam commands that found it down,
     the first starts it and the others, waiting here, find it up. Held by flock, so a killed holder frees it.
     (Names never hold '/'; a backend and server pair that reads the same joined by '-' only shares a lock.)"""
     locks = app.workspace.dot_mam / "locks"
-    path = locks / f"{app.backend_name}-{server}.lock"
+    # A host is never a name (it may hold '@', ':', '.'), so it only ends the file name, after a '@'.
+    path = locks / (f"{app.backend_name}-{server}" + (f"@{host.replace('/', '_')}" if host else "") + ".lock")
     hint = "remove it: mam creates its locks itself"
     try:
         locks.mkdir(parents=True, exist_ok=True)
@@ -134,22 +179,28 @@ def server_lock(app: App, server: str) -> Iterator[None]:
         os.close(fd)  # closing releases the lock
 
 
-def start_server(app: App, server: str) -> tuple[BootstrapResult, Path]:
-    """Start `server` of the selected backend if it is down, scrubbed; raise unless it is up afterwards."""
+def start_server(app: App, server: str, host: str | None = None) -> tuple[BootstrapResult, Path]:
+    """Start `server` of the selected backend if it is down, scrubbed; raise unless it is up afterwards. On
+    another `host` every call of the probe and the start runs there (mam.remote), the scrub applied there."""
     backend = app.plugins.backend(app.backend_name)
-    log_path = app.log_path(app.backend_name, server)
+    spec = app.plugins.spec(app.backend_name)
+    if host and not spec.remote_bootstrap:
+        raise MamError("operation_failed", f"backend {app.backend_name} cannot start a server on another host "
+                       f"({host})", hint=f"start it on {host} itself, then run the command again")
+    log_path = app.log_path(app.backend_name, server if not host else f"{server}@{host.replace('/', '_')}")
     ctx = BootstrapContext(timeout=app.timeout, wait=app.bootstrap_wait, env=app.server_env, log_path=log_path,
                            cwd=app.workspace.root)
-    with server_lock(app, server):  # the backend's probe and start, as one step
+    where = f" on {host}" if host else ""
+    with server_lock(app, server, host), remote_route(app.route(host)):  # the probe and start, as one step
         result = app.plugins.bootstrap(backend, server, ctx)
+        error = app.plugins.classify(backend, result.failure) if not result.up and result.failure else None
     if not result.up:
-        if result.failure is not None:
-            error = app.plugins.classify(backend, result.failure)
+        if error is not None:
             require_binary(app, error.kind, "mam bootstrap needs it")
             message = f"{result.message}: {error.message}"
         else:
             message = result.message
-        raise MamError("operation_failed", f"{app.backend_name} server {server} did not come up: {message}",
+        raise MamError("operation_failed", f"{app.backend_name} server {server}{where} did not come up: {message}",
                        hint=f"see {log_path}" if log_path.exists() else None)
     return result, log_path
 
@@ -169,9 +220,9 @@ def call_context(app: App) -> CallContext:
 def outcomes_for(app: App, keys: set[ServerKey], after: After | None = None) -> Mapping[ServerKey, ServerOutcome]:
     if not keys:
         return {}
-    for backend in sorted({b for b, _ in keys}):  # first, so that their scrub rules shape the client env
+    for backend in sorted({b for b, _, _ in keys}):  # first, so that their scrub rules shape the client env
         try:
             app.plugins.backend(backend)
         except MamError:
             pass  # its servers come back unknown, with the reason
-    return query_servers(app.plugins, keys, call_context(app), after)
+    return query_servers(app.plugins, keys, call_context(app), after, app.route)

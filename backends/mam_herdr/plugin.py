@@ -42,4 +42,6 @@ def _load() -> Backend:
 def mam_backends() -> list[BackendSpec]:
     return [BackendSpec(name="herdr", description="herdr, the agent-focused terminal multiplexer",
                         executable="herdr", load=_load, markers=MARKERS,
-                        server_options=SERVER_OPTIONS, name_rule=agent_name_rule)]
+                        server_options=SERVER_OPTIONS, name_rule=agent_name_rule,
+                        # `herdr server` stays in the foreground: it is started as a detached local process
+                        remote_bootstrap=False)]

@@ -8,6 +8,7 @@ import typer
 
 from mam.cli import complete
 from mam.cli.context import begin, emit
+from mam.cli.options import Host, HostFilter
 from mam.cli.queries import Json
 from mam.errors import MamError
 
@@ -17,12 +18,14 @@ DryRun = Annotated[bool, typer.Option("--dry-run", help="say what would be remov
 def bootstrap(ctx: typer.Context,
               server: Annotated[str, typer.Option("--server", metavar="NAME", autocompletion=complete.servers,
                                                   help="the server to start")],
+              host: Host = None,
               as_json: Json = False) -> int:
     call = begin(ctx, as_json)
     from mam.commands.inspect import bootstrap_document
 
-    doc = bootstrap_document(call.open(), server)
-    emit(doc, call.json, None if call.json else f"{doc['backend']} server {doc['server']} is up ({doc['message']})")
+    doc = bootstrap_document(call.open(), server, host)
+    on = f" on {doc['host']}" if doc["host"] else ""
+    emit(doc, call.json, None if call.json else f"{doc['backend']} server {doc['server']}{on} is up ({doc['message']})")
     return 0
 
 
@@ -41,17 +44,20 @@ def spawn(ctx: typer.Context,
           env: Annotated[list[str] | None, typer.Option(
               "--env", metavar="NAME", help="pass your value of NAME to the agent; the registry keeps the name "
                                             "only (repeatable)")] = None,
+          host: Host = None,
           as_json: Json = False) -> int:
     call = begin(ctx, as_json, takes_trailing=True)
     from mam.commands.lifecycle import spawn_document
 
     doc = spawn_document(call.open(), name, agent=agent, server=server, cwd=cwd, command=command,
-                         args=[*(args or ()), *call.trailing], env_names=env or [], progress=not call.json)
+                         args=[*(args or ()), *call.trailing], env_names=env or [], progress=not call.json,
+                         host=host)
     s = doc["session"]
     from mam.render import visible
 
+    on = f" on {s['host']}" if s.get("host") else ""
     emit(doc, call.json, None if call.json else visible(f"{s['name']} is {s['status']} on {s['backend']} server "
-                                                        f"{s['server']} (pane {s['pane_id']}, cwd {s['cwd']})"))
+                                                        f"{s['server']}{on} (pane {s['pane_id']}, cwd {s['cwd']})"))
     return 0
 
 
@@ -63,11 +69,12 @@ def stop(ctx: typer.Context,
          force: Annotated[bool, typer.Option(
              "--force", help="ask the backend even when NAME is not registered here (on --server, else the default "
                              "server)")] = False,
+         host: HostFilter = None,
          as_json: Json = False) -> int:
     call = begin(ctx, as_json)
     from mam.commands.lifecycle import stop_document
 
-    doc = stop_document(call.open(), name, server, force=force, progress=not call.json)
+    doc = stop_document(call.open(), name, server, force=force, progress=not call.json, host=host)
     from mam.render import visible
 
     emit(doc, call.json, None if call.json else visible(f"{doc['name']} on {doc['backend']} server "
@@ -124,7 +131,8 @@ def exec_(ctx: typer.Context,
           args: Annotated[list[str] | None, typer.Argument(
               metavar="-- ARGS...", help="the backend's own command line, after --", show_default=False)] = None,
           server: Annotated[str | None, typer.Option("--server", metavar="NAME", autocompletion=complete.servers,
-                                                     help="the server (default $MAM_SERVER)")] = None) -> int:
+                                                     help="the server (default $MAM_SERVER)")] = None,
+          host: Host = None) -> int:
     call = begin(ctx, None, takes_trailing=True)
     from mam.commands.passthrough import exec_command
 
@@ -132,7 +140,7 @@ def exec_(ctx: typer.Context,
     if not argv:
         raise MamError("usage", "mam exec needs the backend's command line after --",
                        hint="e.g. `mam --backend tmux exec --server S -- list-sessions`, or `-- agent list` on herdr")
-    program, argv, environ = exec_command(call.open(), server, argv)
+    program, argv, environ = exec_command(call.open(), server, argv, host)
     sys.stdout.flush()
     sys.stderr.flush()
     os.execve(program, argv, environ)  # an explicit program and argv, no shell

@@ -7,6 +7,7 @@ import typer
 
 from mam.cli import complete
 from mam.cli.context import begin, emit, end_children
+from mam.cli.options import HostFilter
 
 Json = Annotated[bool, typer.Option("--json", help="print one JSON document on stdout")]
 Server = Annotated[str | None, typer.Option(
@@ -22,6 +23,7 @@ def wait(ctx: typer.Context,
          timeout: Annotated[float | None, typer.Option(
              "--timeout", metavar="SECONDS", help="give up after this long (exit 1); default: wait on")] = None,
          server: Server = None,
+         host: HostFilter = None,
          as_json: Json = False) -> int:
     call = begin(ctx, as_json)
     from mam.commands.interact import check_timeout, wait_document
@@ -37,7 +39,7 @@ def wait(ctx: typer.Context,
             emit({}, False, state_text(session))
 
     try:
-        doc = wait_document(app, name, [until], timeout, server, on_change=changed)
+        doc = wait_document(app, name, [until], timeout, server, on_change=changed, host=host)
     except KeyboardInterrupt:
         end_children()
         raise
@@ -56,6 +58,7 @@ def send(ctx: typer.Context,
              show_default=False)] = None,
          enter: Annotated[bool, typer.Option("--enter", help="press Enter after the text")] = False,
          server: Server = None,
+         host: HostFilter = None,
          as_json: Json = False) -> int:
     call = begin(ctx, as_json, takes_trailing=True)
     from mam.commands.interact import check_text, send_document
@@ -67,6 +70,6 @@ def send(ctx: typer.Context,
                        hint="quote it: mam send NAME -- '-text with spaces'")
     text = call.trailing[0] if call.trailing else text or ""
     check_text(text, enter)
-    doc = send_document(call.open(), name, text, enter, server)
+    doc = send_document(call.open(), name, text, enter, server, host)
     emit(doc, call.json, None if call.json else visible(doc["message"]))
     return 0

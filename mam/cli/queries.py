@@ -9,6 +9,7 @@ import typer
 from mam import __version__
 from mam.cli import complete
 from mam.cli.context import begin, emit, end_children, say_unanswered, waiting
+from mam.cli.options import Host, HostFilter
 from mam.errors import MamError
 
 MIN_WATCH = 0.1  # seconds between two reconcile passes: less is a busy loop
@@ -23,6 +24,7 @@ def status(ctx: typer.Context,
            state: Annotated[list[str] | None, typer.Option(
                "--state", metavar="STATE[,STATE]",
                help="only agents in these states: working, blocked, idle, done, unknown (repeatable)")] = None,
+           host: HostFilter = None,
            no_state: Annotated[bool, typer.Option(
                "--no-state", help="skip reading the agents' states (no STATE column, no capture calls)")] = False,
            as_json: Json = False) -> int:
@@ -35,7 +37,7 @@ def status(ctx: typer.Context,
         raise MamError("usage", "--state and --no-state contradict each other", hint="drop one of them")
     app = call.open()
     with waiting("asking the servers for their agents", call.json):
-        doc = status_document(app, server or (), with_state=not no_state, only_states=only)
+        doc = status_document(app, server or (), with_state=not no_state, only_states=only, host=host)
     code = say_unanswered(app, doc)
     emit(doc, call.json, None if call.json else render.status_text(doc))
     return code
@@ -102,13 +104,14 @@ def _with_restore(text: str, doc: dict[str, Any]) -> str:
 def ls(ctx: typer.Context,
        server: Annotated[str, typer.Option("--server", metavar="NAME", autocompletion=complete.servers,
                                            help="the server to list")],
+       host: Host = None,
        as_json: Json = False) -> int:
     call = begin(ctx, as_json)
     from mam import render
     from mam.commands.inspect import ls_document
     from mam.plugin.records import ServerState
 
-    doc, outcome = ls_document(call.open(), server)
+    doc, outcome = ls_document(call.open(), server, host)
     emit(doc, call.json, None if call.json else render.ls_text(doc))
     return 1 if outcome.state is ServerState.UNKNOWN else 0
 

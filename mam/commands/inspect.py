@@ -6,25 +6,29 @@ import shutil
 from typing import Any
 
 from mam.app import App
+from mam.commands.status import checked_host, host_key
 from mam.errors import MamError
 from mam.names import check_name
 from mam.plugin.records import ServerOutcome, ServerState
-from mam.servers import call_context, query_server, require_binary, start_server
+from mam.servers import call_context, outcomes_for, require_binary, start_server
 
 
-def ls_document(app: App, server: str) -> tuple[dict[str, Any], ServerOutcome]:
+def ls_document(app: App, server: str, host: str | None = None) -> tuple[dict[str, Any], ServerOutcome]:
     check_name(server, "server name")
+    there = host_key(checked_host(host if host is not None else app.env.get("MAM_HOST") or None))
     app.plugins.backend(app.backend_name)
-    outcome = query_server(app.plugins, app.backend_name, server, call_context(app))
+    outcome = outcomes_for(app, {(app.backend_name, server, there)})[(app.backend_name, server, there)]
     require_binary(app, outcome.error.kind if outcome.error else None, "mam ls needs it")
     return ({"schema": 1, "server": outcome.as_json(), "agents": [a.as_json() for a in outcome.agents]}, outcome)
 
 
-def bootstrap_document(app: App, server: str) -> dict[str, Any]:
+def bootstrap_document(app: App, server: str, host: str | None = None) -> dict[str, Any]:
     check_name(server, "server name")
-    result, log_path = start_server(app, server)
+    there = host_key(checked_host(host if host is not None else app.env.get("MAM_HOST") or None))
+    result, log_path = start_server(app, server, there or None)
     plan = app.server_plan
-    return {"schema": 1, "backend": app.backend_name, "server": server, "state": ServerState.UP.value,
+    return {"schema": 1, "backend": app.backend_name, "server": server, "host": there or None,
+            "state": ServerState.UP.value,
             "started": result.started, "pid": result.pid, "log": str(log_path) if result.started else None,
             "removed_env": [d.name for d in plan.removed], "message": result.message}
 

@@ -15,20 +15,24 @@ from mam.errors import MamError
 from mam.names import check_name
 from mam.plugin.records import AGENT_STATES, Agent, ErrorKind, ServerState
 from mam.registry import Row
+from mam.runner import remote_route
 from mam.servers import call_context, outcomes_for, require_binary, resolve_explicit_backend
 
 POLL_INTERVAL = 0.5
 MAX_TEXT = 64 * 1024  # a prompt, not a file: anything longer is refused before it reaches a backend
 
 
-def _row(app: App, name: str, server: str | None) -> Row:
-    """The one registry row of agent `name` (of the explicit backend and `server` when given)."""
+def _row(app: App, name: str, server: str | None, host: str | None = None) -> Row:
+    """The one registry row of agent `name` (of the explicit backend, `server` and `host` when given)."""
+    from mam.commands.status import checked_host, host_key
+
     check_name(name, "agent name")
     if server is not None:
         check_name(server, "server name")
+    there = None if host is None else host_key(checked_host(host))
     explicit = resolve_explicit_backend(app)
     rows = [r for r in app.load_registry().rows if r.name == name and (explicit is None or r.backend == explicit)
-            and (server is None or r.server == server)]
+            and (server is None or r.server == server) and (there is None or (r.host or "") == there)]
     if not rows:
         raise MamError("operation_failed", f"no registered agent named {name}"
                        + (f" on server {server}" if server else ""), hint="see `mam status`")
@@ -54,7 +58,7 @@ def check_text(text: str, enter: bool) -> None:
 
 def _live_agent(app: App, row: Row) -> Agent:
     """The listed agent of `row`; an error when its server is down (never started here) or lists it not."""
-    key = (row.backend, row.server)
+    key = row.server_key
     outcome = outcomes_for(app, {key})[key]
     if outcome.state is ServerState.DOWN:
         raise MamError("operation_failed", f"{row.backend} server {row.server} is down; mam never starts it to "
@@ -69,19 +73,22 @@ def _live_agent(app: App, row: Row) -> Agent:
     return agent
 
 
-def send_document(app: App, name: str, text: str, enter: bool, server: str | None = None) -> dict[str, Any]:
+def send_document(app: App, name: str, text: str, enter: bool, server: str | None = None,
+                  host: str | None = None) -> dict[str, Any]:
     check_text(text, enter)
-    row = _row(app, name, server)
+    row = _row(app, name, server, host)
     backend = app.plugins.backend(row.backend)
     from mam.plugin.builtin import optional_operation
 
     optional_operation(backend, "send_text")  # a backend that cannot type is refused before anything runs
     agent = _live_agent(app, row)
-    result = app.plugins.send_text(backend, row.server, agent, text, enter, call_context(app))
+    with remote_route(app.route(row.host)):  # typed where the agent runs
+        result = app.plugins.send_text(backend, row.server, agent, text, enter, call_context(app))
     if not result.ok:
         detail = app.plugins.classify(backend, result.failure).message if result.failure else ""
         raise MamError("operation_failed", result.message + (f": {detail}" if detail else ""))
-    return {"schema": 1, "name": row.name, "backend": row.backend, "server": row.server, "pane_id": agent.pane_id,
+    return {"schema": 1, "name": row.name, "backend": row.backend, "server": row.server, "host": row.host,
+            "pane_id": agent.pane_id,
             "characters": len(text), "enter": enter, "message": result.message}
 
 
@@ -91,7 +98,8 @@ def check_timeout(timeout: float | None) -> None:
 
 
 def wait_document(app: App, name: str, until: Sequence[str], timeout: float | None, server: str | None = None,
-                  on_change: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+                  on_change: Callable[[dict[str, Any]], None] | None = None,
+                  host: str | None = None) -> dict[str, Any]:
     """Poll agent `name` every POLL_INTERVAL until its state is one of `until`, or `timeout` seconds pass.
     `reached` says which; `session` is its last status entry (state and evidence). A server that is down, or an
     agent its server does not list, ends the wait at once unless `unknown` is awaited (that is its state)."""
@@ -99,12 +107,13 @@ def wait_document(app: App, name: str, until: Sequence[str], timeout: float | No
 
     wanted = parse_state_filter(until, "--until")
     check_timeout(timeout)
-    row = _row(app, name, server)
+    row = _row(app, name, server, host)
     start = time.monotonic()
     last: str | None = None
     while True:
         doc = status_document(app, (), names=[row.name], with_state=True)
-        entry = next(s for s in doc["sessions"] if s["backend"] == row.backend and s["server"] == row.server)
+        entry = next(s for s in doc["sessions"] if s["backend"] == row.backend and s["server"] == row.server
+                     and s["host"] == row.host)
         waited = round(time.monotonic() - start, 3)
         if on_change is not None and entry["state"] != last:
             on_change(entry)

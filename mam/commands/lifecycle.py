@@ -17,7 +17,7 @@ from typing import Any
 from mam import registry
 from mam.app import App
 from mam.commands.rows import rows_named, snapshot, unchanged_rows
-from mam.commands.status import session_entry
+from mam.commands.status import checked_host, host_key, session_entry
 from mam.errors import MamError
 from mam.names import check_name
 from mam.plugin.builtin import optional_operation
@@ -25,6 +25,7 @@ from mam.plugin.records import Agent, BackendSpec, CallContext, Failure, ServerO
 from mam.progress import waiting
 from mam.registry import Row, RowKey
 from mam.registry.file import ENV_NAME
+from mam.runner import remote_route
 from mam.servers import query_server, require_binary, start_server
 
 # The executable of each agent kind mam knows; anything else runs with --command.
@@ -93,10 +94,11 @@ def missing_program(program: str, env: Mapping[str, str], cwd: Path) -> str | No
 
 
 def _append(document: dict[str, Any], key: RowKey, fields: dict[str, Any]) -> None:
-    backend, server, name = key
+    backend, server, name, host = key
     if document.get(registry.SESSIONS) is None:
         document[registry.SESSIONS] = []
-    document[registry.SESSIONS].append({"name": name, "backend": backend, "server": server, **fields})
+    where = {"host": host} if host else {}
+    document[registry.SESSIONS].append({"name": name, "backend": backend, "server": server, **where, **fields})
 
 
 def _claim(key: RowKey, fields: dict[str, Any], blocked: list[Row]) -> registry.Change:
@@ -172,11 +174,12 @@ def _write(app: App, change: registry.Change) -> registry.Registry:
     return registry.update(app.workspace.registry_path, app.row_default_backend, change)
 
 
-def _wait_listed(app: App, server: str, name: str, ctx: CallContext) -> tuple[Agent | None, ServerOutcome]:
+def _wait_listed(app: App, server: str, name: str, ctx: CallContext,
+                 host: str = "") -> tuple[Agent | None, ServerOutcome]:
     """Poll, bounded, until the server lists `name`; the last outcome comes back for the caller to show."""
     deadline = time.monotonic() + app.bootstrap_wait
     while True:
-        outcome = query_server(app.plugins, app.backend_name, server, ctx)
+        outcome = query_server(app.plugins, app.backend_name, server, ctx, host or None)
         agent = next((a for a in outcome.agents if a.name == name), None)
         if agent is not None or time.monotonic() >= deadline:
             return agent, outcome
@@ -258,6 +261,24 @@ def checked_directory(cwd: str | None) -> Path:
     return directory
 
 
+def remote_directory(app: App, cwd: str | None, host: str) -> Path:
+    """The agent's directory on another host: given, absolute, and a directory there (asked there with
+    `test -d`, through the route the caller entered; a path is an argument, never shell text)."""
+    if not cwd or not cwd.startswith("/"):
+        raise MamError("usage", f"an agent on {host} needs --cwd with an absolute path on that host",
+                       hint="e.g. --cwd /home/me/repo")
+    if "\0" in cwd or any(not ch.isprintable() for ch in cwd):
+        raise MamError("usage", f"--cwd {cwd!r}: not a path")
+    from mam.runner import run
+
+    result = run(["test", "-d", cwd], timeout=app.timeout, env=app.backend_env)
+    if result.transport_error is not None:
+        raise MamError("operation_failed", f"could not ask {host} about --cwd {cwd}: {result.transport_error.message}")
+    if result.returncode != 0:
+        raise MamError("usage", f"--cwd {cwd}: not a directory on {host}")
+    return Path(cwd)
+
+
 def settler(app: App, key: RowKey, token: str) -> Any:
     def settle(fields: dict[str, Any]) -> Row | None:
         """The claimed row after the write; None when another command replaced it meanwhile."""
@@ -271,10 +292,10 @@ def launch(app: App, key: RowKey, token: str, request: SpawnRequest, ctx: CallCo
            done: dict[str, Any] | None = None) -> tuple[Row, ServerOutcome]:
     """Ask the backend to start the agent of the row claimed with `token`, wait until its server lists it, and
     write the outcome to that row only (with `done` on success). Raises with the reason when it did not start."""
-    backend_name, server, name = key
+    backend_name, server, name, host = key
     backend = app.plugins.backend(backend_name)
     settle = settler(app, key, token)
-    where = f"{backend_name} server {server}"
+    where = f"{backend_name} server {server}" + (f" on {host}" if host else "")
     with waiting(f"starting {name} on {where}", progress):
         result = app.plugins.spawn(backend, server, request, ctx)
     if not result.ok:
@@ -287,7 +308,7 @@ def launch(app: App, key: RowKey, token: str, request: SpawnRequest, ctx: CallCo
         settle({"status": "terminated", "terminated_at": registry.timestamp(), "terminated_reason": detail})
         raise MamError("operation_failed", f"{backend_name} did not start {name}: {detail}")
     with waiting(f"waiting for {where} to list {name}", progress):
-        listed, outcome = _wait_listed(app, server, name, ctx)
+        listed, outcome = _wait_listed(app, server, name, ctx, host)
     if listed is None:
         if outcome.state is ServerState.UNKNOWN:
             reason = outcome.error.message if outcome.error else "no answer"
@@ -309,11 +330,20 @@ def launch(app: App, key: RowKey, token: str, request: SpawnRequest, ctx: CallCo
 
 def spawn_document(app: App, name: str, *, agent: str | None, server: str | None, cwd: str | None,
                    command: str | None, args: list[str], env_names: list[str] | None = None,
-                   progress: bool = False) -> dict[str, Any]:
+                   progress: bool = False, host: str | None = None) -> dict[str, Any]:
     """`progress`: say on stderr, when it is a terminal, what a wait of more than a second waits for.
-    `env_names`: variables whose current value the agent gets; the row records their names only."""
+    `env_names`: variables whose current value the agent gets; the row records their names only.
+    `host`: the SSH destination of the server (None: $MAM_HOST, else this machine)."""
     check_name(name, "agent name")
     server = default_server(app, server)
+    there = host_key(checked_host(host if host is not None else app.env.get("MAM_HOST") or None))
+    route = app.route(there)
+    with remote_route(route):
+        return _spawn(app, name, agent, server, cwd, command, args, env_names, progress, there)
+
+
+def _spawn(app: App, name: str, agent: str | None, server: str, cwd: str | None, command: str | None,
+           args: list[str], env_names: list[str] | None, progress: bool, there: str) -> dict[str, Any]:
     argv = agent_argv(agent, command, args)
     names = check_env_names(app, env_names or [])
     assignments, unset = env_assignments(app, names)
@@ -321,24 +351,26 @@ def spawn_document(app: App, name: str, *, agent: str | None, server: str | None
         raise MamError("usage", f"--env {', '.join(unset)}: not set in this environment",
                        hint="set it, or leave that --env out")
     with_env(argv, assignments)  # a program it cannot pass them to is refused before anything starts
-    directory = checked_directory(cwd)
+    directory = checked_directory(cwd) if not there else remote_directory(app, cwd, there)
     backend = app.plugins.backend(app.backend_name)
     spec = app.plugins.spec(app.backend_name)
     refuse_unkept_name(spec, name)
     optional_operation(backend, "spawn")  # refuse before any server is started for nothing
-    missing = missing_program(argv[0], app.server_env, directory) if spec.program_check else None
+    # The program is looked up where the agent will run: here only (on another host, a program that is not
+    # there ends at once, which the backend's start reports with its exit status).
+    missing = missing_program(argv[0], app.server_env, directory) if spec.program_check and not there else None
     if missing is not None:  # else the pane would die at once, or never show its agent
         raise MamError("usage", missing, hint="install it or put it on PATH, or give its path with --command")
     session = learned_session(app, argv, agent)  # a bad .mam/states.yaml is refused before anything starts
-    key = (app.backend_name, server, name)
+    key = (app.backend_name, server, name, there)
     known = app.load_registry().find(key)  # an invalid registry is refused before anything starts
     ctx = CallContext(timeout=app.timeout, env=app.server_env)
-    where = f"{app.backend_name} server {server}"
+    where = f"{app.backend_name} server {server}" + (f" on {there}" if there else "")
     with waiting(f"asking {where} for its agents", progress):
-        outcome = query_server(app.plugins, app.backend_name, server, ctx)
+        outcome = query_server(app.plugins, app.backend_name, server, ctx, there or None)
     require_binary(app, outcome.error.kind if outcome.error else None, "mam spawn needs it")
     if any(a.name == name for a in outcome.agents):
-        raise MamError("invalid_name", f"{name} is already running on {app.backend_name} server {server}",
+        raise MamError("invalid_name", f"{name} is already running on {where}",
                        hint="pick another name, or `mam stop` it first")
     if known is not None and known.active:  # refused before a server is started for nothing
         raise _taken(known)
@@ -346,11 +378,10 @@ def spawn_document(app: App, name: str, *, agent: str | None, server: str | None
         if app.env.get("MAM_NO_AUTOSTART") == "1":
             # Sending the spawn anyway could start the server as a side effect (tmux new-session does).
             detail = outcome.error.message if outcome.error else outcome.state.value
-            raise MamError("operation_failed", f"{app.backend_name} server {server} is not up ({detail}) and "
-                           "MAM_NO_AUTOSTART=1",
+            raise MamError("operation_failed", f"{where} is not up ({detail}) and MAM_NO_AUTOSTART=1",
                            hint=f"start it with `mam --backend {app.backend_name} bootstrap --server {server}`")
         with waiting(f"starting {where}", progress):
-            start_server(app, server)
+            start_server(app, server, there or None)
     kind = agent or Path(argv[0]).name
     token = secrets.token_hex(8)
     blocked: list[Row] = []
@@ -368,14 +399,22 @@ def spawn_document(app: App, name: str, *, agent: str | None, server: str | None
 
 
 def stop_document(app: App, name: str, server: str | None, *, force: bool = False,
-                  progress: bool = False) -> dict[str, Any]:
+                  progress: bool = False, host: str | None = None) -> dict[str, Any]:
     """Close `name` and mark its row. A name with no row here is refused unless `force`, which asks the
-    backend anyway (on `server`, else the default server)."""
+    backend anyway (on `server`, else the default server; on `host`, else this machine)."""
     check_name(name, "agent name")
     if server is not None:
         check_name(server, "server name")
+    host = checked_host(host)
     reg = app.load_registry()
-    rows = rows_named(app, reg, name, server)
+    rows = rows_named(app, reg, name, server, host)
+    there = (rows[0].host or "") if rows else host_key(host)
+    with remote_route(app.route(there)):
+        return _stop(app, name, server, force, progress, reg, rows, there)
+
+
+def _stop(app: App, name: str, server: str | None, force: bool, progress: bool, reg: registry.Registry,
+          rows: list[Row], there: str) -> dict[str, Any]:
     backend_name = rows[0].backend if rows else app.backend_name  # the row says which backend it is on
     refuse_unkept_name(app.plugins.spec(backend_name), name)
     target = rows[0].server if rows else default_server(app, server)
@@ -387,7 +426,8 @@ def stop_document(app: App, name: str, server: str | None, *, force: bool = Fals
     backend = app.plugins.backend(backend_name)
     optional_operation(backend, "stop")  # a backend that cannot stop must not get the row marked terminated
     ctx = CallContext(timeout=app.timeout, env=app.backend_env)
-    with waiting(f"closing {name} on {backend_name} server {target}", progress):
+    on = f" on {there}" if there else ""
+    with waiting(f"closing {name} on {backend_name} server {target}{on}", progress):
         result = app.plugins.stop(backend, target, name, ctx)
     if result.failure is not None:
         error = app.plugins.classify(backend, result.failure)
@@ -406,5 +446,5 @@ def stop_document(app: App, name: str, server: str | None, *, force: bool = Fals
             raise MamError("operation_failed", f"{name} on {backend_name} server {target}: {result.message}, "
                            "but another command changed its registry row meanwhile; mam left that row as it is",
                            hint="`mam status` shows what it says now")
-    return {"schema": 1, "name": name, "backend": backend_name, "server": target, "status": status,
-            "registered": bool(rows), "message": result.message}
+    return {"schema": 1, "name": name, "backend": backend_name, "server": target, "host": there or None,
+            "status": status, "registered": bool(rows), "message": result.message}

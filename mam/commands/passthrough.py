@@ -11,6 +11,7 @@ from mam.app import App
 from mam.errors import MamError
 from mam.names import check_name
 from mam.plugin.records import CallContext, ServerCommand, ServerOptions, ServerState
+from mam.runner import remote_route
 from mam.servers import query_server, start_server
 from mam.shims import SHIM_GUARD, is_native_binary, is_shim, path_without_shims
 
@@ -94,8 +95,26 @@ def _shown(word: str, limit: int = 60) -> str:
     return repr(word if len(word) <= limit else word[:limit] + "...")
 
 
-def exec_command(app: App, server: str | None, args: list[str]) -> tuple[str, list[str], dict[str, str]]:
-    """The program, argv and environment `mam exec` replaces itself with."""
+def exec_command(app: App, server: str | None, args: list[str],
+                 host: str | None = None) -> tuple[str, list[str], dict[str, str]]:
+    """The program, argv and environment `mam exec` replaces itself with. On another `host` (default
+    $MAM_HOST) that is the local ssh client, with a terminal, running the backend's command line there."""
+    from mam.commands.status import checked_host, host_key
+
+    there = host_key(checked_host(host if host is not None else app.env.get("MAM_HOST") or None))
+    route = app.route(there)
+    if route is not None:
+        with remote_route(route):
+            _, argv, env = _exec_command(app, server, args, there)
+        ssh_argv = route.client_argv(argv)
+        ssh = shutil.which(ssh_argv[0], path=env.get("PATH", ""))
+        if ssh is None:
+            raise MamError("backend_unavailable", f"{ssh_argv[0]}: not found on PATH", hint="install OpenSSH's client")
+        return ssh, ssh_argv, route.ssh_env(env)
+    return _exec_command(app, server, args, "")
+
+
+def _exec_command(app: App, server: str | None, args: list[str], there: str) -> tuple[str, list[str], dict[str, str]]:
     name = server or app.env.get("MAM_SERVER")
     if not name:
         raise MamError("usage", "mam exec needs a server", hint="pass --server NAME or set MAM_SERVER")
@@ -115,17 +134,18 @@ def exec_command(app: App, server: str | None, args: list[str]) -> tuple[str, li
         raise MamError("operation_failed", f"backend {app.backend_name} cannot run its own command line")
     env = dict(app.server_env)
     env["PATH"] = path_without_shims(env.get("PATH", ""))
-    program = shutil.which(argv[0], path=env["PATH"])
+    # On another host the program is looked for there, by the remote shell; here only its name is checked.
+    program = shutil.which(argv[0], path=env["PATH"]) if not there else argv[0]
     if program is None:
         raise MamError("backend_unavailable", f"{argv[0]}: not found on PATH",
                        hint=f"install {argv[0]}, or choose another backend with --backend")
-    if is_shim(program):
+    if not there and is_shim(program):
         # Every backend call (the query, a bootstrap, the exec) would run it, and it would call mam again.
         real = str(Path(program).resolve())
         where = _shown(program, 200) + (f" -> {_shown(real, 200)}" if real != program else "")
         raise MamError("operation_failed", f"{argv[0]} on PATH is a mam shim outside its folder ({where}), not the "
                                            f"real {argv[0]}: remove it, or put the real {argv[0]} before it on PATH")
-    if SHIM_GUARD in app.env and not is_native_binary(program):
+    if not there and SHIM_GUARD in app.env and not is_native_binary(program):
         # The scrubbed env has no guard (a server the program starts would keep it for life), but a script
         # may be a wrapper that runs a shim again, and only the guard stops that loop.
         env[SHIM_GUARD] = app.env[SHIM_GUARD]
@@ -133,10 +153,11 @@ def exec_command(app: App, server: str | None, args: list[str]) -> tuple[str, li
     # A command that reads a name as a prefix would take a server that is not running for another one's.
     prefixed = found[0] if found is not None and found[0].prefix else None
     if autostart or prefixed is not None:
-        outcome = query_server(app.plugins, app.backend_name, name, CallContext(app.timeout, app.backend_env))
+        outcome = query_server(app.plugins, app.backend_name, name, CallContext(app.timeout, app.backend_env),
+                               there or None)
         state = outcome.state
         if state is ServerState.DOWN and autostart:
-            start_server(app, name)  # scrubbed: the guard of this call stays out of the server
+            start_server(app, name, there or None)  # scrubbed: the guard of this call stays out of the server
             state = ServerState.UP
         if prefixed is not None and state is not ServerState.UP:
             raise MamError("operation_failed",

@@ -31,10 +31,11 @@ class Drift:
     agent: Agent | None = None  # for B
     reason: str = ""  # for A: why it is taken as terminated
     seen: dict[str, Any] | None = field(default=None, compare=False)  # for A and C: the row as it was planned on
+    host: str | None = None  # the server's SSH destination; None: this machine
 
     def as_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"class": self.cls, "name": self.name, "backend": self.backend,
-                               "server": self.server, "status": self.status, "live": self.live,
+                               "server": self.server, "host": self.host, "status": self.status, "live": self.live,
                                "action": self.action}
         if self.cls == "B":
             doc["agent"] = self.agent.agent if self.agent else None
@@ -43,38 +44,39 @@ class Drift:
 
     @property
     def key(self) -> RowKey:
-        return (self.backend, self.server, self.name or "")
+        return (self.backend, self.server, self.name or "", self.host or "")
 
     @property
-    def sort_key(self) -> tuple[str, str, str, str]:
-        return (self.cls, self.backend, self.server, self.name or "")
+    def sort_key(self) -> tuple[str, str, str, str, str]:
+        return (self.cls, self.host or "", self.backend, self.server, self.name or "")
 
 
 def _absence_reason(row: Row, outcome: ServerOutcome) -> str:
+    where = f" on {row.host}" if row.host else ""
     if outcome.state is ServerState.DOWN:
-        return f"{row.backend} server {row.server} is down"
-    return f"absent from {row.backend} server {row.server}"
+        return f"{row.backend} server {row.server}{where} is down"
+    return f"absent from {row.backend} server {row.server}{where}"
 
 
 def find_drifts(rows: list[Row], outcomes: Mapping[ServerKey, ServerOutcome], adopt: bool) -> list[Drift]:
     drifts: list[Drift] = []
     registered = {r.key for r in rows}
     for row in rows:
-        outcome = outcomes[(row.backend, row.server)]
+        outcome = outcomes[row.server_key]
         live, _ = live_agent(row, outcome)
         if live == "absent" and row.active:
             drifts.append(Drift("A", row.name, row.backend, row.server, row.status, live, "mark_terminated",
-                                reason=_absence_reason(row, outcome), seen=snapshot(row)))
+                                reason=_absence_reason(row, outcome), seen=snapshot(row), host=row.host))
         elif live == "alive" and not row.active:
             drifts.append(Drift("C", row.name, row.backend, row.server, row.status, live, "mark_running",
-                                seen=snapshot(row)))
-    for (backend, server), outcome in outcomes.items():
+                                seen=snapshot(row), host=row.host))
+    for (backend, server, host), outcome in outcomes.items():
         for agent in outcome.agents:
-            if agent.name is not None and (backend, server, agent.name) in registered:
+            if agent.name is not None and (backend, server, agent.name, host) in registered:
                 continue
             can_adopt = adopt and agent.name is not None and is_valid_name(agent.name)
             drifts.append(Drift("B", agent.name, backend, server, None, "alive", "adopt" if can_adopt else "report",
-                                agent=agent))
+                                agent=agent, host=host or None))
     return sorted(drifts, key=lambda d: d.sort_key)
 
 
@@ -108,6 +110,8 @@ def make_change(drifts: list[Drift], written: list[Drift]) -> registry.Change:
                 pane = {k: v for k, v in (("cwd", drift.agent.cwd), ("id", drift.agent.pane_id)) if v is not None}
                 new_row: dict[str, Any] = {"name": drift.name, "backend": drift.backend, "server": drift.server,
                                            "status": "running"}
+                if drift.host:
+                    new_row["host"] = drift.host
                 if drift.agent.agent is not None:
                     new_row["agent"] = drift.agent.agent
                 if pane:
@@ -125,9 +129,9 @@ def reconcile_document(app: App, apply: bool = False, adopt: bool = False, resto
     explicit = resolve_explicit_backend(app)
     reg = app.load_registry()
     rows = [r for r in reg.rows if explicit is None or r.backend == explicit]
-    outcomes = outcomes_for(app, {(r.backend, r.server) for r in rows})
+    outcomes = outcomes_for(app, {r.server_key for r in rows})
     unknown = {k for k, o in outcomes.items() if o.state is ServerState.UNKNOWN}
-    confirmed_rows = [r for r in rows if (r.backend, r.server) not in unknown]
+    confirmed_rows = [r for r in rows if r.server_key not in unknown]
     drifts = find_drifts(confirmed_rows, {k: o for k, o in outcomes.items() if k not in unknown}, adopt)
     applied = False
     written: list[Drift] = []
@@ -136,17 +140,18 @@ def reconcile_document(app: App, apply: bool = False, adopt: bool = False, resto
         if fixes:
             registry.update(reg.path, app.row_default_backend, make_change(fixes, written))
         applied = True
-    alive = sorted(f"{a.name}|{server}" for (_, server), o in outcomes.items() for a in o.agents
-                   if a.name is not None)
+    alive = sorted(f"{a.name}|{server}" + (f"@{host}" if host else "") for (_, server, host), o in outcomes.items()
+                   for a in o.agents if a.name is not None)
     return {
         "schema": 1,
         "workspace": str(app.workspace.root),
         "registry": str(reg.path),
         "backend": explicit,
         "confirmed": not unknown,
-        "servers": [outcomes[k].as_json() for k in sorted(outcomes)],
+        "servers": [outcomes[k].as_json() for k in sorted(outcomes, key=lambda k: (k[2], k[0], k[1]))],
         "sessions_alive": alive,
-        "unconfirmed": sorted(f"{r.name}|{r.server}" for r in rows if (r.backend, r.server) in unknown),
+        "unconfirmed": sorted(f"{r.name}|{r.server}" + (f"@{r.host}" if r.host else "") for r in rows
+                              if r.server_key in unknown),
         "drifts": [d.as_json() for d in drifts],
         "applied": applied,  # --apply was given and its pass is on disk, even with nothing to write
         "written": len(written),  # rows --apply changed or added; fewer than its fixes when rows changed meanwhile

@@ -32,6 +32,7 @@ from mam.names import check_name
 from mam.plugin.records import CallContext, ServerOutcome, ServerState, SpawnRequest
 from mam.progress import waiting
 from mam.registry import Row, RowKey
+from mam.runner import remote_route
 from mam.servers import ServerKey, outcomes_for, resolve_explicit_backend, start_server
 
 if TYPE_CHECKING:
@@ -146,7 +147,8 @@ def _plan(app: App, row: Row, outcome: ServerOutcome, named: bool, library: Libr
         step.message = exc.message
         return step
     cwd = Path(step.spec["cwd"])
-    if not cwd.is_absolute() or not cwd.is_dir():
+    # On another host the directory and the program are there: the start itself says when they are not.
+    if not cwd.is_absolute() or (not row.host and not cwd.is_dir()):
         step.message = f"its directory {step.spec['cwd']} is not a directory any more"
         return step
     try:
@@ -154,7 +156,7 @@ def _plan(app: App, row: Row, outcome: ServerOutcome, named: bool, library: Libr
     except MamError as exc:
         step.message = exc.message
         return step
-    missing = missing_program(step.argv[0], app.server_env, cwd) if spec.program_check else None
+    missing = missing_program(step.argv[0], app.server_env, cwd) if spec.program_check and not row.host else None
     if missing is not None:
         step.message = missing
         return step
@@ -206,7 +208,8 @@ def _restore(app: App, step: Step, progress: bool) -> None:
         return
     ctx = CallContext(timeout=app.timeout, env=app.server_env)
     try:
-        settled, _ = launch(app, row.key, token, request, ctx, progress, {"restored_at": registry.timestamp()})
+        with remote_route(app.route(row.host)):
+            settled, _ = launch(app, row.key, token, request, ctx, progress, {"restored_at": registry.timestamp()})
     except MamError as exc:
         step.outcome, step.message = "failed", exc.message
         return
@@ -218,12 +221,13 @@ def _restore(app: App, step: Step, progress: bool) -> None:
 
 def _bootstrap(app: App, key: ServerKey, steps: list[Step], progress: bool) -> None:
     """Start a down server once for the steps on it; on failure each of them fails with the reason."""
-    backend, server = key
+    backend, server, host = key
+    where = f"{backend} server {server}" + (f" on {host}" if host else "")
     try:
         if app.env.get("MAM_NO_AUTOSTART") == "1":
-            raise MamError("operation_failed", f"{backend} server {server} is down and MAM_NO_AUTOSTART=1")
-        with waiting(f"starting {backend} server {server}", progress):
-            start_server(_app_for(app, backend), server)
+            raise MamError("operation_failed", f"{where} is down and MAM_NO_AUTOSTART=1")
+        with waiting(f"starting {where}", progress):
+            start_server(_app_for(app, backend), server, host or None)
     except MamError as exc:
         for step in steps:
             step.outcome, step.message = "failed", exc.message
@@ -247,11 +251,11 @@ def restore_plan(app: App, names: list[str], all_rows: bool) -> tuple[list[Step]
             rows.extend(found)
     else:
         rows = [r for r in reg.rows if explicit is None or r.backend == explicit]
-    outcomes = outcomes_for(app, {(r.backend, r.server) for r in rows})
+    outcomes = outcomes_for(app, {r.server_key for r in rows})
     from mam.kinds.library import load_library
 
     library = load_library(app.workspace.dot_mam / "states.yaml")
-    planned = (_plan(app, row, outcomes[(row.backend, row.server)], bool(names), library) for row in rows)
+    planned = (_plan(app, row, outcomes[row.server_key], bool(names), library) for row in rows)
     return [step for step in planned if step is not None], dict(outcomes)
 
 
@@ -260,7 +264,7 @@ def run_plan(app: App, steps: list[Step], progress: bool = False) -> None:
     down: dict[ServerKey, list[Step]] = {}
     for step in todo:
         if step.bootstrap:
-            down.setdefault((step.row.backend, step.row.server), []).append(step)
+            down.setdefault(step.row.server_key, []).append(step)
     for key, on_it in sorted(down.items()):
         _bootstrap(app, key, on_it, progress)
     for step in todo:

@@ -13,15 +13,16 @@ if TYPE_CHECKING:
     from mam.app import App
 
 
-def rows_named(app: App, reg: Registry, name: str, server: str | None) -> list[Row]:
+def rows_named(app: App, reg: Registry, name: str, server: str | None, host: str | None = None) -> list[Row]:
     """The rows a command about agent `name` means: of the backend chosen explicitly (--backend,
-    $MAM_BACKEND), else of any backend, since the row itself says which; on `server` when given. More than one
-    is refused, saying what to add."""
+    $MAM_BACKEND), else of any backend, since the row itself says which; on `server` when given; on `host`
+    (checked; "local" is this machine) when given. More than one is refused, saying what to add."""
     explicit = app.explicit_backend
+    there = None if host is None else "" if host == "local" else host
     rows = [r for r in reg.rows if r.name == name and (explicit is None or r.backend == explicit)
-            and (server is None or r.server == server)]
+            and (server is None or r.server == server) and (there is None or (r.host or "") == there)]
     if len(rows) > 1:
-        where = ", ".join(sorted(f"{r.backend} server {r.server}" for r in rows))
+        where = ", ".join(sorted(f"{r.backend} server {r.server}" + (f" on {r.host}" if r.host else "") for r in rows))
         several_backends = len({r.backend for r in rows}) > 1
         raise MamError("usage", f"{name} is registered on several servers ({where})",
                        hint="pass --backend NAME and --server NAME" if several_backends else "pass --server NAME")

@@ -26,7 +26,8 @@ def live_agent(row: Row, outcome: ServerOutcome | None) -> tuple[str, Agent | No
 def session_entry(row: Row, outcome: ServerOutcome | None) -> dict[str, Any]:
     live, agent = live_agent(row, outcome)
     return {
-        "name": row.name, "backend": row.backend, "server": row.server, "status": row.status, "live": live,
+        "name": row.name, "backend": row.backend, "server": row.server, "host": row.host, "status": row.status,
+        "live": live,
         "agent": (agent.agent if agent and agent.agent else row.agent),
         "cwd": (agent.cwd if agent and agent.cwd else row.cwd),
         "pane_id": (agent.pane_id if agent and agent.pane_id else row.pane_id),
@@ -59,12 +60,29 @@ def parse_state_filter(values: Sequence[str], option: str = "--state") -> frozen
     return frozenset(wanted)
 
 
+def checked_host(host: str | None) -> str | None:
+    """--host as given (validated: exit 2 for anything ssh could read as an option), "local" for this machine."""
+    if host is None:
+        return None
+    from mam.transport import check_host
+
+    return check_host(host)
+
+
+def host_key(host: str | None) -> str:
+    """A checked host as the servers' keys hold it: "" for this machine."""
+    return "" if host in (None, "", "local") else str(host)
+
+
 def status_document(app: App, servers: Sequence[str] = (), *, with_state: bool = True,
-                    only_states: frozenset[str] = frozenset(), names: Sequence[str] = ()) -> dict[str, Any]:
+                    only_states: frozenset[str] = frozenset(), names: Sequence[str] = (),
+                    host: str | None = None) -> dict[str, Any]:
     """The status document. `with_state` reads each live agent's state in the same fan-out as the listing;
-    `only_states` keeps the sessions in those states; `names` keeps those rows only (mam wait)."""
+    `only_states` keeps the sessions in those states; `names` keeps those rows only (mam wait); `host` keeps
+    the rows of that host (and asks `servers` there)."""
     for server in servers:
         check_name(server, "server name")
+    host = checked_host(host)
     explicit = resolve_explicit_backend(app)
     reg = app.load_registry()
     rows = [r for r in reg.rows if explicit is None or r.backend == explicit]
@@ -72,7 +90,10 @@ def status_document(app: App, servers: Sequence[str] = (), *, with_state: bool =
         rows = [r for r in rows if r.server in servers]
     if names:
         rows = [r for r in rows if r.name in names]
-    keys = {(r.backend, r.server) for r in rows} | {(app.backend_name, s) for s in servers}
+    there = host_key(host)
+    if host is not None:
+        rows = [r for r in rows if (r.host or "") == there]
+    keys = {r.server_key for r in rows} | {(app.backend_name, s, there) for s in servers}
     states: dict[ServerKey, Mapping[str, AgentState]] = {}
     reading = with_state or bool(only_states)
     outcomes = outcomes_for(app, keys, _state_reader(app, rows, states) if reading and rows else None)
@@ -81,14 +102,14 @@ def status_document(app: App, servers: Sequence[str] = (), *, with_state: bool =
             raise found  # a bad .mam/states.yaml: bad input, exit 2
     sessions = []
     for row in rows:
-        key = (row.backend, row.server)
+        key = row.server_key
         entry = session_entry(row, outcomes.get(key))
         if reading:
             add_state(entry, outcomes.get(key), states.get(key, {}))
         else:
             entry.update(NO_STATE)
         sessions.append(entry)
-    sessions.sort(key=lambda s: (s["backend"], s["server"], s["name"]))
+    sessions.sort(key=lambda s: (s["host"] or "", s["backend"], s["server"], s["name"]))
     if only_states:
         sessions = [s for s in sessions if s["state"] in only_states]
     return {
@@ -96,7 +117,7 @@ def status_document(app: App, servers: Sequence[str] = (), *, with_state: bool =
         "workspace": str(app.workspace.root),
         "registry": str(reg.path),
         "backend": explicit,
-        "servers": [outcomes[k].as_json() for k in sorted(outcomes)],
+        "servers": [outcomes[k].as_json() for k in sorted(outcomes, key=lambda k: (k[2], k[0], k[1]))],
         "sessions": sessions,
         "state_filter": sorted(only_states, key=AGENT_STATES.index) if only_states else None,
     }
@@ -112,15 +133,16 @@ def _state_reader(app: App, rows: Sequence[Row], into: dict[ServerKey, Any]) -> 
     ctx = call_context(app)
     kinds: dict[ServerKey, dict[str, str | None]] = {}
     for row in rows:
-        kinds.setdefault((row.backend, row.server), {})[row.name] = row.agent
-    if any(_captures(app, backend) for backend in {b for b, _ in kinds}):
+        kinds.setdefault(row.server_key, {})[row.name] = row.agent
+    if any(_captures(app, backend) for backend in {b for b, _, _ in kinds}):
         library.prefetch()  # a backend that reads screens will need the rules: load them while servers answer
 
     def after(key: ServerKey, outcome: ServerOutcome) -> None:
         wanted = kinds.get(key, {})
         alive = tuple(a for a in outcome.agents if a.name is not None and a.name in wanted)
         if outcome.state is ServerState.UP and alive:
-            into[key] = agent_state.safe_server_states(app.plugins, library, *key, alive, wanted, ctx, stale_after)
+            into[key] = agent_state.safe_server_states(app.plugins, library, key[0], key[1], alive, wanted, ctx,
+                                                       stale_after)
 
     return after
 

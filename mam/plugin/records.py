@@ -85,12 +85,13 @@ class ServerOutcome:
     state: ServerState
     agents: tuple[Agent, ...] = ()  # empty unless up
     error: ServerError | None = None
+    host: str | None = None  # the SSH destination it was asked through; None: this machine
 
     def as_json(self) -> dict[str, object]:
         count: int | None
         count = len(self.agents) if self.state is ServerState.UP else 0 if self.state is ServerState.DOWN else None
-        return {"backend": self.backend, "server": self.server, "state": self.state.value, "agents": count,
-                "error": self.error.as_json() if self.error else None}
+        return {"backend": self.backend, "server": self.server, "host": self.host, "state": self.state.value,
+                "agents": count, "error": self.error.as_json() if self.error else None}
 
 
 @dataclass(frozen=True)
@@ -255,6 +256,9 @@ class BackendSpec:
     markers: tuple[str, ...] = ()  # env variables (or PREFIX_* patterns) it sets in its panes
     provider: str = field(default="", compare=False)  # filled in by the plugin manager
     server_options: ServerOptions = ServerOptions()  # refused in `mam exec` and the shims
+    # Whether its bootstrap can start a server on another host through the runner (every process it starts goes
+    # through mam.api.run); False for one that starts its server some other way, refused there with a hint.
+    remote_bootstrap: bool = True
     # Why the backend cannot keep an agent name that mam's own rule accepts (tmux turns '.' into '_'), or None
     # when it can. The core asks before anything is written or started.
     name_rule: Callable[[str], str | None] | None = None

@@ -30,7 +30,7 @@ LEGACY_BACKEND = "herdr"
 LOCK_TIMEOUT = 30.0
 MAX_REGISTRY_BYTES = 256 << 20  # refused unread above this: 10,000 rows are about 2 MB
 
-RowKey = tuple[str, str, str]  # (backend, server, name)
+RowKey = tuple[str, str, str, str]  # (backend, server, name, host); host "" is this machine
 
 
 def timestamp() -> str:
@@ -56,10 +56,16 @@ class Row:
     raw: dict[str, Any]
     spec: dict[str, Any] | None = None  # how to start it again (docs/registry.md); None for older rows
     agent_session: str | None = None  # the agent's own session id, for resuming its conversation
+    host: str | None = None  # the SSH destination of its server; None: this machine
 
     @property
     def key(self) -> RowKey:
-        return (self.backend, self.server, self.name)
+        return (self.backend, self.server, self.name, self.host or "")
+
+    @property
+    def server_key(self) -> tuple[str, str, str]:
+        """(backend, server, host): the server this row's agent runs on, as mam.servers asks it."""
+        return (self.backend, self.server, self.host or "")
 
     @property
     def active(self) -> bool:
@@ -137,6 +143,21 @@ def _spec(raw: dict[str, Any], list_key: str, index: int) -> dict[str, Any] | No
     return spec
 
 
+def _host(raw: dict[str, Any], list_key: str, index: int) -> str | None:
+    """The row's `host:` as an SSH destination (mam.transport.check_host), None for this machine (absent,
+    empty or `local`). Checked here, so that no command ever hands ssh a host it would read as an option."""
+    host = _optional_str(raw, "host", list_key, index)
+    if host is None:
+        return None
+    from mam.transport import LOCAL, check_host
+
+    try:
+        checked = check_host(host)
+    except MamError as exc:
+        raise _Invalid(exc.message, list_key, index, "host") from None
+    return None if checked == LOCAL else checked
+
+
 def _validate(document: Any, default_backend: str) -> tuple[dict[str, Any], tuple[Row, ...]]:
     if document is None:
         document = {}
@@ -193,14 +214,16 @@ def _validate(document: Any, default_backend: str) -> tuple[dict[str, Any], tupl
             cwd, pane_id = pane.get("cwd"), pane.get("id")
             spec = _spec(raw, list_key, index)
             agent_session = _optional_str(raw, "agent_session", list_key, index)
-            key = (backend, server, name)
+            host = _host(raw, list_key, index)
+            key = (backend, server, name, host or "")
             if key in seen:
-                raise _Invalid(f"duplicate name {name!r} on {backend} server {server!r} (first in {seen[key]})",
-                               list_key, index, "name")
+                where = f" on host {host}" if host else ""
+                raise _Invalid(f"duplicate name {name!r} on {backend} server {server!r}{where} (first in "
+                               f"{seen[key]})", list_key, index, "name")
             seen[key] = f"{list_key}[{index}]"
             rows.append(Row(list_key, index, name, backend, server, status, agent,
                             None if cwd is None else str(cwd), None if pane_id is None else str(pane_id), raw,
-                            spec, agent_session))
+                            spec, agent_session, host))
     return document, tuple(rows)
 
 

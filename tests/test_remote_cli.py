@@ -1,0 +1,171 @@
+"""Remote hosts as a user drives them: `mam ... --host H` and `host:` rows, through the real sshd on 127.0.0.1 and
+real tmux behind it. The "remote" tmux servers live in the test's private TMUX_TMPDIR, set on the remote side by
+$MAM_SSH_ENV, so this machine's tmux can look at them too; no default server is ever reached."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+from sshd import Sshd
+
+from conftest import Workspace
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+
+
+@dataclass
+class Remote:
+    ws: Workspace
+    sshd: Sshd
+    env: dict[str, str]
+    servers: list[str]
+
+    def server(self) -> str:
+        name = f"mam-rc-{uuid.uuid4().hex[:8]}"
+        self.servers.append(name)
+        return name
+
+    def mam(self, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        return self.ws.mam("--backend", "tmux", *args, env=env or self.env)
+
+    def mam_json(self, *args: str, expect: int = 0, env: dict[str, str] | None = None) -> dict[str, object]:
+        proc = self.mam(*args, "--json", env=env)
+        assert proc.returncode == expect, (proc.returncode, proc.stdout, proc.stderr)
+        doc: dict[str, object] = json.loads(proc.stdout)
+        return doc
+
+    def tmux(self, server: str, *args: str) -> subprocess.CompletedProcess[str]:
+        """This machine's look at the "remote" server (the same machine, the same private TMUX_TMPDIR)."""
+        return subprocess.run(["tmux", "-L", server, "-f", "/dev/null", *args], env=self.ws.env, capture_output=True,
+                              text=True, timeout=20, stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture
+def remote(ws: Workspace, sshd: Sshd) -> Iterator[Remote]:
+    env = {**ws.env, "MAM_SSH_CONFIG": str(sshd.config_path), "MAM_SSH_ENV": f"TMUX_TMPDIR={ws.env['TMUX_TMPDIR']}",
+           "MAM_TMUX_CONFIG": "/dev/null", "MAM_TIMEOUT": "10"}
+    r = Remote(ws, sshd, env, [])
+    try:
+        yield r
+    finally:
+        sshd.start()
+        for server in r.servers:
+            r.tmux(server, "kill-server")
+        sshd.close_masters(ws.root / ".mam" / "ssh")
+
+
+def _spawn(r: Remote, name: str, server: str, *extra: str, env: dict[str, str] | None = None) -> dict[str, object]:
+    return r.mam_json("spawn", name, "--server", server, "--host", r.sshd.host, "--cwd", "/tmp",
+                      "--command", "sleep 600", *extra, env=env)
+
+
+def test_spawn_status_and_stop_on_a_remote_host(remote: Remote) -> None:
+    server = remote.server()
+    doc = _spawn(remote, "far", server)
+    session = doc["session"]
+    assert isinstance(session, dict)
+    assert (session["host"], session["status"], session["live"]) == (remote.sshd.host, "running", "alive")
+    assert "far" in remote.tmux(server, "list-sessions", "-F", "#{session_name}").stdout.split()
+    assert f"host: {remote.sshd.host}" in remote.ws.registry.read_text() or '"host"' in remote.ws.registry.read_text()
+
+    status = remote.mam_json("status")
+    [entry] = status["sessions"]  # type: ignore[misc]
+    assert (entry["host"], entry["live"]) == (remote.sshd.host, "alive")
+    [srv] = status["servers"]  # type: ignore[misc]
+    assert (srv["host"], srv["server"], srv["state"], srv["agents"]) == (remote.sshd.host, server, "up", 1)
+    table = remote.mam("status", env={**remote.env, "COLUMNS": "200"}).stdout
+    assert "HOST" in table.splitlines()[1] and remote.sshd.host in table
+
+    assert remote.mam_json("status", "--host", "local")["sessions"] == []
+    assert len(remote.mam_json("status", "--host", remote.sshd.host)["sessions"]) == 1  # type: ignore[arg-type]
+
+    stopped = remote.mam_json("stop", "far")
+    assert (stopped["host"], stopped["status"]) == (remote.sshd.host, "stopped")
+    assert "far" not in remote.tmux(server, "list-sessions", "-F", "#{session_name}").stdout.split()
+
+
+def test_bootstrap_and_ls_on_a_remote_host_and_a_query_never_starts_one(remote: Remote) -> None:
+    server = remote.server()
+    down = remote.mam_json("ls", "--server", server, "--host", remote.sshd.host)
+    assert down["server"]["state"] == "down"  # type: ignore[index]
+    assert remote.tmux(server, "list-sessions").returncode != 0  # the query started nothing there
+    up = remote.mam_json("bootstrap", "--server", server, "--host", remote.sshd.host)
+    assert (up["host"], up["state"], up["started"]) == (remote.sshd.host, "up", True)
+    assert remote.tmux(server, "list-sessions").returncode == 0
+    again = remote.mam_json("bootstrap", "--server", server, "--host", remote.sshd.host)
+    assert again["started"] is False
+
+
+def test_a_dead_remote_server_is_drift_and_a_stopped_sshd_is_unknown_leaving_rows_alone(remote: Remote) -> None:
+    server = remote.server()
+    _spawn(remote, "gone", server)
+    _spawn(remote, "kept", server)
+    remote.sshd.stop()
+    before = remote.ws.registry.read_bytes()
+    status = remote.mam_json("status")
+    [srv] = status["servers"]  # type: ignore[misc]
+    assert srv["state"] == "unknown" and "refused" in srv["error"]["message"], srv
+    assert {s["live"] for s in status["sessions"]} == {"unknown"}  # type: ignore[union-attr]
+    rec = remote.mam_json("reconcile", "--apply")
+    assert rec["drifts"] == [] and rec["confirmed"] is False and rec["written"] == 0
+    assert remote.ws.registry.read_bytes() == before  # nothing recorded dead on ssh's word
+
+    remote.sshd.start()
+    remote.tmux(server, "kill-session", "-t", "=gone")
+    rec = remote.mam_json("reconcile", "--apply")
+    [drift] = rec["drifts"]  # type: ignore[misc]
+    assert (drift["class"], drift["name"], drift["host"]) == ("A", "gone", remote.sshd.host)
+    rows = remote.mam_json("status")["sessions"]
+    assert {s["name"]: s["status"] for s in rows} == {"gone": "terminated", "kept": "running"}  # type: ignore[union-attr]
+
+
+def test_markers_exported_here_never_reach_the_remote_tmux_server(remote: Remote) -> None:
+    server = remote.server()
+    marked = {**remote.env, "TMUX": "/tmp/tmux-0/default,1,0", "TMUX_PANE": "%9", "HERDR_ENV": "1",
+              "CLAUDECODE": "1", "CLAUDE_CODE_SESSION_ID": "abc"}
+    _spawn(remote, "clean", server, env=marked)
+    shown = remote.tmux(server, "show-environment", "-g").stdout.splitlines()
+    names = {line.split("=", 1)[0] for line in shown}
+    assert not names & {"TMUX_PANE", "HERDR_ENV", "CLAUDECODE", "CLAUDE_CODE_SESSION_ID"}, shown
+    assert not [line for line in shown if line.startswith("TMUX=")], shown
+
+
+@pytest.mark.parametrize("host", ["-oProxyCommand=touch /tmp/pwned", "a b", "h;id", "$(id)"])
+def test_a_host_ssh_could_read_as_an_option_is_refused_before_anything_runs(remote: Remote, host: str) -> None:
+    for args in (["status", "--host", host], ["spawn", "x", "--host", host, "--cwd", "/tmp", "--command", "true"],
+                 ["bootstrap", "--server", "s", "--host", host]):
+        proc = remote.mam(*args)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert proc.stderr.count("\n") <= 2 and "Traceback" not in proc.stderr
+    assert not remote.ws.registry.exists()
+
+
+def test_a_hand_written_host_row_that_ssh_would_misread_is_refused_with_its_line(remote: Remote) -> None:
+    remote.ws.write_registry("sessions:\n  - name: a\n    backend: tmux\n    server: s\n    host: -oProxyCommand=x\n")
+    proc = remote.mam("status")
+    assert proc.returncode == 2 and "agent-sessions.yaml:5" in proc.stderr, proc.stderr
+
+
+def test_a_remote_spawn_needs_an_absolute_directory_that_exists_there(remote: Remote) -> None:
+    server = remote.server()
+    relative = remote.mam("spawn", "x", "--server", server, "--host", remote.sshd.host, "--command", "sleep 9")
+    assert relative.returncode == 2 and "absolute" in relative.stderr
+    missing = remote.mam("spawn", "x", "--server", server, "--host", remote.sshd.host, "--cwd", "/no/such/dir",
+                         "--command", "sleep 9")
+    assert missing.returncode == 2 and "not a directory on" in missing.stderr
+    assert not remote.ws.registry.exists()
+
+
+def test_exec_runs_the_backends_command_line_on_the_host(remote: Remote) -> None:
+    server = remote.server()
+    _spawn(remote, "seen", server)
+    proc = remote.mam("exec", "--server", server, "--host", remote.sshd.host, "--", "list-sessions", "-F",
+                      "#{session_name}")
+    assert proc.returncode == 0, proc.stderr
+    assert "seen" in proc.stdout.split()
