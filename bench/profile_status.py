@@ -33,10 +33,10 @@ resolve_explicit_backend(app)
 app.plugins.backend("tmux")
 ctx = call_context(app)
 t3 = time.perf_counter()
-outcomes = query_servers(app.plugins, {(r.backend, r.server) for r in reg.rows}, ctx)
+outcomes = query_servers(app.plugins, {r.server_key for r in reg.rows}, ctx)
 t4 = time.perf_counter()
 doc = {"servers": [o.as_json() for o in outcomes.values()],
-       "sessions": [session_entry(r, outcomes.get((r.backend, r.server))) for r in reg.rows]}
+       "sessions": [session_entry(r, outcomes.get(r.server_key)) for r in reg.rows]}
 json.dumps(doc, indent=2)
 t5 = time.perf_counter()
 assert all(o["state"] == "up" for o in doc["servers"])

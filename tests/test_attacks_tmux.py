@@ -276,3 +276,27 @@ def test_a_down_message_without_a_path_is_checked_at_the_servers_socket(tmp_path
         listener.close()
     error = classify_stderr(stderr, path)
     assert error is not None and error.kind is ErrorKind.SERVER_DOWN
+
+
+def test_a_pane_split_off_beside_a_dead_agent_is_never_taken_for_it(ws: Workspace, tmux: Tmux) -> None:
+    """The agent is the pane mam started it in: when that pane's program ends, a pane the user split off in the
+    same session (here `cat`) is not the agent, so status says it is gone and send types nothing into it."""
+    server = tmux.name()
+    env = {**ws.env, "MAM_TMUX_CONFIG": "/dev/null"}
+    doc = ws.mam_json("--backend", "tmux", "spawn", "agent", "--server", server, "--cwd", "/tmp",
+                      "--command", "sleep 600", env=env)
+    agent_pane = doc["session"]["pane_id"]
+    tmux.run(server, "split-window", "-d", "-t", "=agent:", "cat")
+    pid = tmux.run(server, "display", "-p", "-t", agent_pane, "#{pane_pid}").stdout.strip()
+    os.kill(int(pid), signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while f"{agent_pane} 0" in tmux.run(server, "list-panes", "-a", "-F", "#{pane_id} #{pane_dead}").stdout:
+        assert time.monotonic() < deadline  # gone, or kept dead where remain-on-exit is on
+        time.sleep(0.05)
+    [session] = ws.mam_json("--backend", "tmux", "status", env=env)["sessions"]
+    assert session["live"] == "absent", session
+    sent = ws.mam("--backend", "tmux", "send", "agent", "typed", "--enter", env=env)
+    assert sent.returncode == 1 and "not running" in sent.stderr, sent.stderr
+    panes = tmux.run(server, "list-panes", "-t", "=agent:", "-F", "#{pane_id} #{pane_dead}").stdout.split("\n")
+    other = next(line.split()[0] for line in panes if line and line.split()[0] != agent_pane)
+    assert "typed" not in tmux.run(server, "capture-pane", "-p", "-t", other).stdout

@@ -42,9 +42,9 @@ def test_both_forms_load(tmp_path: Path) -> None:
     path.write_text(BOTH_FORMS)
     reg = registry.load(path, "herdr")
     assert [(r.list_key, r.key, r.status, r.active) for r in reg.rows] == [
-        ("sessions", ("herdr", "live-srv", "creator-claude-01"), "running", True),
-        ("sessions", ("tmux", "t1", "tmux-one"), None, False),
-        ("herdr_sessions", ("herdr", "ghost-srv", "ghost-creator-claude"), "stopped", False),
+        ("sessions", ("herdr", "live-srv", "creator-claude-01", ""), "running", True),
+        ("sessions", ("tmux", "t1", "tmux-one", ""), None, False),
+        ("herdr_sessions", ("herdr", "ghost-srv", "ghost-creator-claude", ""), "stopped", False),
     ]
     assert reg.rows[0].pane_id == "w1:p2" and reg.rows[2].cwd == "/tmp/x"
 
@@ -336,3 +336,14 @@ def test_queries_write_nothing_beside_the_registry(ws: Workspace) -> None:
     for args in (["status"], ["reconcile"]):
         assert ws.mam(*args).returncode == 0
     assert sorted(p.name for p in ws.registry.parent.iterdir()) == ["agent-sessions.yaml"]
+
+
+def test_a_misspelt_sessions_key_is_refused_instead_of_hiding_its_rows(tmp_path: Path) -> None:
+    path = tmp_path / "agent-sessions.yaml"
+    path.write_text("version: 1\nsesions:\n  - {name: a, server: s}\nnotes: kept as they are\n")
+    with pytest.raises(MamError) as caught:
+        registry.load(path, "herdr")
+    assert caught.value.code == "invalid_registry"
+    assert ":2:" in caught.value.message and "did you mean `sessions:`" in caught.value.message
+    path.write_text("version: 1\nsessions: []\nnotes: kept as they are\n")  # an unrelated key stays allowed
+    assert registry.load(path, "herdr").rows == ()

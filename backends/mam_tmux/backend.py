@@ -56,10 +56,10 @@ def _escaped(field: str) -> str:
 # Ids and numbers tmux makes itself go as they are; text anyone can set (a name, an option, a path) escaped.
 LIST_FORMAT = SEP.join(["#{session_id}", _escaped("session_name"), "#{window_index}", "#{pane_index}",
                         "#{pane_id}", "#{pane_pid}", "#{pane_dead}", _escaped("@mam_agent"),
-                        _escaped("pane_current_path")])
+                        _escaped("pane_current_path"), _escaped("@mam_pane")])
 _TEXT = r"([^\\\n\x1f]*(?:\\[\\\n\x1f][^\\\n\x1f]*)*)"  # plain characters and the three escapes only
 _RECORD = re.compile(rf"(\$[0-9]+){SEP}{_TEXT}{SEP}([0-9]+){SEP}([0-9]+){SEP}(%[0-9]+){SEP}([0-9]+){SEP}([01]){SEP}"
-                     rf"{_TEXT}{SEP}{_TEXT}\n")
+                     rf"{_TEXT}{SEP}{_TEXT}{SEP}{_TEXT}\n")
 # A pane's end, as remain-on-exit keeps it: dead or not, its exit status, or the signal that killed it.
 PANE_STATE = SEP.join(["#{pane_id}", "#{pane_dead}", "#{pane_dead_status}", "#{pane_dead_signal}"])
 _PANE_ID = re.compile(r"%[0-9]+")
@@ -119,9 +119,11 @@ def _unescape(text: str) -> str:
 
 
 def parse_panes(stdout: str) -> tuple[Agent, ...]:
-    """One agent per session: its first live pane. A dead pane (kept by remain-on-exit) runs nothing: a session
-    of dead panes only is no agent. Every record must parse exactly, or the whole answer is refused: a record
-    passed over would read as an agent gone."""
+    """One agent per session: the pane mam started it in (the session's `@mam_pane`), while that pane lives; for
+    a session without one (started by an older mam, or by hand and adopted), its first live pane. So a pane the
+    user split off beside an agent whose own pane died is never taken for the agent. A dead pane (kept by
+    remain-on-exit) runs nothing: a session of dead panes only is no agent. Every record must parse exactly, or
+    the whole answer is refused: a record passed over would read as an agent gone."""
     firsts: dict[str, tuple[tuple[int, int], Agent]] = {}
     order: list[str] = []
     pos = 0
@@ -130,9 +132,10 @@ def parse_panes(stdout: str) -> tuple[Agent, ...]:
         if match is None:
             raise ValueError(f"listing record at character {pos} does not parse")
         pos = match.end()
-        sid, name, window, pane, pane_id, _pid, dead, kind, path = match.groups()
+        sid, name, window, pane, pane_id, _pid, dead, kind, path, own = match.groups()
         name = _unescape(name)
-        if name == KEEPALIVE or dead == "1":
+        own = _unescape(own)
+        if name == KEEPALIVE or dead == "1" or (_PANE_ID.fullmatch(own) and own != pane_id):
             continue
         position = (int(window), int(pane))
         agent = Agent(name=name, agent=_unescape(kind) or None, cwd=_unescape(path) or None, pane_id=pane_id)
@@ -358,6 +361,8 @@ class TmuxBackend:
         # without -t they apply to the session just made. remain-on-exit keeps a pane whose program ends, so
         # that _watch can read why. Option values are not formats.
         args += [";", "set-option", "-w", "remain-on-exit", "on"]
+        # The agent's own pane, by id (-F: the value is this format, expanded once, for the new session's pane).
+        args += [";", "set-option", "-F", "@mam_pane", "#{pane_id}"]
         if request.agent:
             args += [";", "set-option", "@mam_agent", literal(request.agent)]
         result = self._run(server, args, timeout=ctx.timeout, env=ctx.env, query=False, cwd=request.cwd)

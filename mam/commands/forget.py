@@ -23,7 +23,7 @@ _TIMES = ("terminated_at", "stopped_at", "adopted_at", "created_at")
 
 
 def _entry(row: Row) -> dict[str, Any]:
-    return {"name": row.name, "backend": row.backend, "server": row.server, "status": row.status}
+    return {"name": row.name, "backend": row.backend, "server": row.server, "host": row.host, "status": row.status}
 
 
 def _remove(rows: Sequence[Row], dry_run: bool, app: App) -> dict[str, Any]:

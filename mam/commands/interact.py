@@ -119,13 +119,13 @@ def wait_document(app: App, name: str, until: Sequence[str], timeout: float | No
             on_change(entry)
         last = entry["state"]
         reached = entry["state"] in wanted
-        result = {"schema": 1, "name": row.name, "backend": row.backend, "server": row.server,
+        result = {"schema": 1, "name": row.name, "backend": row.backend, "server": row.server, "host": row.host,
                   "until": sorted(wanted, key=AGENT_STATES.index),
                   "reached": reached, "waited": waited, "session": entry}
         if reached:
             return result
-        server_state = next((s["state"] for s in doc["servers"]
-                             if s["backend"] == row.backend and s["server"] == row.server), None)
+        server_state = next((s["state"] for s in doc["servers"] if s["backend"] == row.backend
+                             and s["server"] == row.server and s["host"] == row.host), None)
         if server_state == "down":
             raise MamError("operation_failed", f"{row.backend} server {row.server} is down; mam wait never starts "
                            "it", hint=f"start it with `mam --backend {row.backend} bootstrap --server {row.server}`")

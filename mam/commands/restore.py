@@ -59,8 +59,9 @@ class Step:
 
     def as_json(self) -> dict[str, Any]:
         row, spec = self.row, self.spec or {}
-        return {"name": row.name, "backend": row.backend, "server": row.server, "status": row.status,
-                "server_state": self.server_state, "outcome": self.outcome, "message": self.message,
+        return {"name": row.name, "backend": row.backend, "server": row.server, "host": row.host,
+                "status": row.status, "server_state": self.server_state, "outcome": self.outcome,
+                "message": self.message,
                 "bootstrap": self.bootstrap, "argv": self.argv, "cwd": spec.get("cwd"), "resume": self.resume,
                 "agent_session": row.agent_session, "env_names": list(spec.get("env_names") or ()),
                 "env_missing": self.env_missing, "pane_id": self.pane_id}

@@ -143,6 +143,19 @@ def _spec(raw: dict[str, Any], list_key: str, index: int) -> dict[str, Any] | No
     return spec
 
 
+def _refuse_near_misses(document: dict[str, Any]) -> None:
+    """Unknown top-level keys are kept, but one that is a misspelt `sessions:` would hide every row it holds from
+    every command, silently: refused, naming the key mam reads."""
+    import difflib
+
+    known = (SESSIONS, LEGACY_SESSIONS, "version")
+    for key in document:
+        if isinstance(key, str) and key not in known:
+            close = difflib.get_close_matches(key, known, n=1, cutoff=0.75)
+            if close:
+                raise _Invalid(f"unknown top-level key {_brief(key)}: did you mean `{close[0]}:`?", None, None, key)
+
+
 def _host(raw: dict[str, Any], list_key: str, index: int) -> str | None:
     """The row's `host:` as an SSH destination (mam.transport.check_host), None for this machine (absent,
     empty or `local`). Checked here, so that no command ever hands ssh a host it would read as an option."""
@@ -166,6 +179,7 @@ def _validate(document: Any, default_backend: str) -> tuple[dict[str, Any], tupl
     version = document.get("version", 1)
     if version != 1:
         raise _Invalid(f"unsupported registry version {_brief(version)} (this mam reads version 1)")
+    _refuse_near_misses(document)
     rows: list[Row] = []
     seen: dict[RowKey, str] = {}
     for list_key in (SESSIONS, LEGACY_SESSIONS):
