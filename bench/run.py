@@ -23,6 +23,7 @@ from typing import Any
 import herdr_status
 import profile_status
 import registry_scale
+import remote_status
 import startup
 import state_status
 import tmux_status
@@ -63,6 +64,7 @@ def targets(results: dict[str, Any]) -> list[tuple[str, str, bool]]:
         (f"{rows}-row reconcile under 1.5 s and 200 MB (the slower file form)",
          f"{worst['ms']:.0f} ms, {worst['rss_mib']:.0f} MiB peak RSS", worst["ms"] < 1500 and worst["rss_mib"] < 200),
         *([state_status.target(results["state"])] if "state" in results else []),
+        *([remote_status.target(results["remote"])] if "remote" in results else []),
     ]
 
 
@@ -158,6 +160,7 @@ def markdown(results: dict[str, Any], chart_line: str) -> str:
         registry_scale.table(results["registry"]),
         "",
         *([state_status.section(results["state"])] if "state" in results else []),
+        *([remote_status.section(results["remote"])] if "remote" in results else []),
     ]
     return "\n".join(out)
 
@@ -186,6 +189,9 @@ def main() -> None:
     results["herdr"] = herdr_status.measure(counts, 4, 0.05, runs or 7)
     print("agent state ...", file=sys.stderr)
     results["state"] = state_status.measure(2 if args.quick else 10, 5, runs or 10)
+    if remote_status.available():
+        print("remote hosts ...", file=sys.stderr)
+        results["remote"] = remote_status.measure(2 if args.quick else 10, 4, runs or 10)
     print("registry ...", file=sys.stderr)
     results["registry"] = registry_scale.measure(500 if args.quick else 10000, 100, runs or 5)
     (args.out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
