@@ -71,14 +71,19 @@ def paint(text: str, colour: bool) -> str:
 
 
 # Control characters (C0, DEL, C1): pane text, paths and option values can carry escape sequences that would
-# retitle, clear or reprogram the reader's terminal.
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# retitle, clear or reprogram the reader's terminal. And the invisible characters that reorder or hide what a
+# line shows (bidi overrides and isolates, zero-width marks), with which such text could disguise itself.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff\ufff9-\ufffb]")
 _SHOWN = {"\n": "\\n", "\t": " "}
 
 
 def visible(text: str) -> str:
     """`text` with every control character written out (`\\x1b`, `\\n`), so it prints as one inert line."""
-    return _CONTROL.sub(lambda m: _SHOWN.get(m.group(), f"\\x{ord(m.group()):02x}"), text)
+    return _CONTROL.sub(lambda m: _SHOWN.get(m.group(), _escape(ord(m.group()))), text)
+
+
+def _escape(code: int) -> str:
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def _cell(value: Any) -> str:

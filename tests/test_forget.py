@@ -49,7 +49,8 @@ def test_prune_refuses_active_statuses(ws: Workspace) -> None:
 def test_forget_takes_one_row_and_keeps_the_others_bytes(ws: Workspace) -> None:
     ws.write_registry(ROWS)
     doc = ws.mam_json("forget", "old")
-    assert doc["removed"] == [{"name": "old", "backend": "herdr", "server": "s", "status": "terminated"}]
+    assert doc["removed"] == [{"name": "old", "backend": "herdr", "server": "s", "host": None,
+                              "status": "terminated"}]
     assert sorted(_names(ws)) == ["live", "new", "other"]
 
 

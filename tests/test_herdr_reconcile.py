@@ -68,10 +68,10 @@ def test_drift_b_reports_unregistered_and_unnamed_agents(ws: Workspace) -> None:
     doc = ws.mam_json("reconcile")
     b = [d for d in doc["drifts"] if d["class"] == "B"]
     assert b == [
-        {"class": "B", "name": None, "backend": "herdr", "server": "s1", "status": None, "live": "alive",
-         "action": "report", "agent": "gemini", "pane_id": "w1:p3"},
-        {"class": "B", "name": "stray", "backend": "herdr", "server": "s1", "status": None, "live": "alive",
-         "action": "report", "agent": "codex", "pane_id": "w1:p2"},
+        {"class": "B", "name": None, "backend": "herdr", "server": "s1", "host": None, "status": None,
+         "live": "alive", "action": "report", "agent": "gemini", "pane_id": "w1:p3"},
+        {"class": "B", "name": "stray", "backend": "herdr", "server": "s1", "host": None, "status": None,
+         "live": "alive", "action": "report", "agent": "codex", "pane_id": "w1:p2"},
     ]
     assert doc["sessions_alive"] == ["known|s1", "stray|s1"]
     adopt = ws.mam_json("reconcile", "--adopt")

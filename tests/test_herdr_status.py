@@ -43,7 +43,7 @@ def test_status_reports_stopped_session_down_and_never_starts_it(ws: Workspace) 
     ws.herdr.set_agents("live-srv", AGENTS)
     doc = ws.mam_json("status")
     ghost = by_server(doc, "ghost-srv")
-    assert ghost == {"backend": "herdr", "server": "ghost-srv", "state": "down", "agents": 0,
+    assert ghost == {"backend": "herdr", "server": "ghost-srv", "host": None, "state": "down", "agents": 0,
                      "error": ghost["error"]}
     assert ghost["error"]["kind"] == "server_down"
     assert by_server(doc, "live-srv")["state"] == "up"
@@ -52,7 +52,7 @@ def test_status_reports_stopped_session_down_and_never_starts_it(ws: Workspace) 
     assert rows["ghost-creator-claude"]["live"] == "absent"
     assert rows["ghost-creator-claude"]["cwd"] == "/tmp/x"
     assert rows["creator-claude-01"] == {"name": "creator-claude-01", "backend": "herdr", "server": "live-srv",
-                                         "status": "running", "live": "alive", "agent": "claude",
+                                         "host": None, "status": "running", "live": "alive", "agent": "claude",
                                          "cwd": "/repo", "pane_id": "w1:p2", "state": "idle",
                                          "state_source": "backend",
                                          "evidence": {"field": "agent_status", "value": "idle"}}
@@ -184,8 +184,8 @@ def test_missing_herdr_binary_is_unknown_not_installed(ws: Workspace) -> None:
 
 def test_ls_down_server_exits_zero(ws: Workspace) -> None:
     doc = ws.mam_json("ls", "--server", "nowhere")
-    assert doc == {"schema": 1, "server": {"backend": "herdr", "server": "nowhere", "state": "down", "agents": 0,
-                                           "error": doc["server"]["error"]}, "agents": []}
+    assert doc == {"schema": 1, "server": {"backend": "herdr", "server": "nowhere", "host": None, "state": "down",
+                                           "agents": 0, "error": doc["server"]["error"]}, "agents": []}
     assert ws.herdr.server_starts() == []
 
 

@@ -114,3 +114,11 @@ def test_a_workspace_path_with_escape_sequences_prints_inert() -> None:
                                 "confirmed": True, "unconfirmed": [], "applied": True, "written": 1})
     for text in (status, reconcile):
         assert "\x1b" not in text and "\x07" not in text and "\\x1b]2;pwned\\x07\\nb" in text
+
+
+def test_bidi_overrides_and_zero_width_marks_are_written_out() -> None:
+    from mam.render import visible
+
+    shown = visible("x\u202egnp.exe\u200b\u2066y\ufeff")
+    assert shown == "x\\u202egnp.exe\\u200b\\u2066y\\ufeff"
+    assert visible("caf\u00e9 \u2713") == "caf\u00e9 \u2713"  # ordinary non-ASCII text is left alone

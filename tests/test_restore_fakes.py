@@ -49,8 +49,8 @@ def test_a_row_whose_server_is_unknown_is_never_restored(ws: Workspace) -> None:
                       f" cwd: {ws.root}}}}}\n")
     ws.herdr.set_fault("flaky", stderr="Error: Os { code: 2, kind: NotFound }\n", exit=1)
     text = ws.registry.read_text()
-    for args in (("--all",), ("far",)):
-        doc = ws.mam_json("restore", *args)
+    for args, code in ((("--all",), 0), (("far",), 1)):  # a named agent not restored fails the command
+        doc = ws.mam_json("restore", *args, expect=code)
         assert [(a["outcome"], a["server_state"]) for a in doc["agents"]] == [("skipped", "unknown")]
         assert "it may still run there" in doc["agents"][0]["message"]
     assert ws.registry.read_text() == text and ws.herdr.server_starts() == []

@@ -40,7 +40,8 @@ def spawn(ctx: typer.Context,
               help="server to start it on (default $MAM_SERVER, else mam)")] = None,
           cwd: Annotated[str | None, typer.Option("--cwd", metavar="DIR", help="working directory")] = None,
           command: Annotated[str | None, typer.Option(
-              "--command", metavar="CMD", help="run this command instead of the agent's own program")] = None,
+              "--command", metavar="CMD", help="run this command instead of the agent's own program (with --agent, "
+                                                "its screen is read as that kind's)")] = None,
           env: Annotated[list[str] | None, typer.Option(
               "--env", metavar="NAME", help="pass your value of NAME to the agent; the registry keeps the name "
                                             "only (repeatable)")] = None,
@@ -151,7 +152,8 @@ def restore(ctx: typer.Context,
                 metavar="[NAME...]", autocompletion=complete.agents, help="the agents to restore",
                 show_default=False)] = None,
             all_rows: Annotated[bool, typer.Option(
-                "--all", help="every terminated agent, and every running one its server does not list")] = False,
+                "--all", help="every terminated agent, and every running one its server does not list (stopped ones "
+                              "only by NAME); give NAME... or --all")] = False,
             dry_run: Annotated[bool, typer.Option("--dry-run", help="print the plan, start nothing")] = False,
             as_json: Json = False) -> int:
     call = begin(ctx, as_json)
@@ -167,4 +169,7 @@ def restore(ctx: typer.Context,
     lines = [visible(f"{a['name']} ({a['backend']} server {a['server']}): {a['outcome'].replace('_', ' ')}: "
                      f"{a['message']}") for a in doc["agents"]]
     emit(doc, call.json, "\n".join(lines) or "nothing to restore")
-    return 1 if doc["counts"]["failed"] else code
+    # A named agent left as it was (its server could not be asked, another restore took it) is not restored:
+    # a script's `mam restore NAME && ...` must not go on as if it were.
+    skipped = bool(names) and not dry_run and doc["counts"]["skipped"] > 0
+    return 1 if doc["counts"]["failed"] or skipped else code

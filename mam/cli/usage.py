@@ -43,8 +43,10 @@ def _long_form(option: click.Option) -> str:
 def _closest(word: str, choices: list[str]) -> str | None:
     import difflib  # only for a mistyped word
 
-    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
-    return close[0] if close else None
+    # Compared without their dashes: two shared dashes would make `--bogus` look like `--host`.
+    bare = {choice.lstrip("-"): choice for choice in choices}
+    close = difflib.get_close_matches(word.lstrip("-"), list(bare), n=1, cutoff=0.6)
+    return bare[close[0]] if close else None
 
 
 def prepare(words: list[str], root: click.Group) -> tuple[list[str], str]:
@@ -91,6 +93,9 @@ def _no_such_option(name: str, options: dict[str, click.Option | None], path: st
         return MamError("usage", f"No such option of {path}: {name}",
                         hint=f"{name} is mam's own option: put it before the command, `mam {name} ... {command}`")
     close = _closest(name, [o for o in options if o.startswith("--")])
+    if not close and path == "mam send":  # text that starts with '-' is text, after --
+        return MamError("usage", f"No such option: {name}",
+                        hint=f"to send text that starts with '-', put it after --: `mam send NAME -- {name}`")
     return MamError("usage", f"No such option: {name}", hint=f"did you mean {close}?" if close else
                     f"run '{path} --help'")
 

@@ -62,15 +62,21 @@ def _live_agent(app: App, row: Row) -> Agent:
     outcome = outcomes_for(app, {key})[key]
     if outcome.state is ServerState.DOWN:
         raise MamError("operation_failed", f"{row.backend} server {row.server} is down; mam never starts it to "
-                       "send text", hint=f"start it with `mam --backend {row.backend} bootstrap --server {row.server}`")
+                       "send text", hint=_bring_back(row))
     if outcome.state is ServerState.UNKNOWN:
         require_binary(app, outcome.error.kind if outcome.error else None, "mam send needs it", row.backend)
         why = outcome.error.message if outcome.error else "no answer"
         raise MamError("operation_failed", f"{row.backend} server {row.server} could not be asked: {why}")
     agent = next((a for a in outcome.agents if a.name == row.name), None)
     if agent is None:
-        raise MamError("operation_failed", f"{row.name} is not running on {row.backend} server {row.server}")
+        raise MamError("operation_failed", f"{row.name} is not running on {row.backend} server {row.server}",
+                       hint=_bring_back(row))
     return agent
+
+
+def _bring_back(row: Row) -> str:
+    """What to do about an agent that is not running: start it again where it was (its server with it)."""
+    return f"`mam restore {row.name}` starts it again from its launch spec (`--dry-run` shows how)"
 
 
 def send_document(app: App, name: str, text: str, enter: bool, server: str | None = None,
@@ -128,9 +134,10 @@ def wait_document(app: App, name: str, until: Sequence[str], timeout: float | No
                              and s["server"] == row.server and s["host"] == row.host), None)
         if server_state == "down":
             raise MamError("operation_failed", f"{row.backend} server {row.server} is down; mam wait never starts "
-                           "it", hint=f"start it with `mam --backend {row.backend} bootstrap --server {row.server}`")
+                           "it", hint=_bring_back(row))
         if entry["live"] == "absent":
-            raise MamError("operation_failed", f"{row.name} is not running on {row.backend} server {row.server}")
+            raise MamError("operation_failed", f"{row.name} is not running on {row.backend} server {row.server}",
+                           hint=_bring_back(row))
         if server_state == "unknown":
             error = next((s["error"] for s in doc["servers"]
                           if s["backend"] == row.backend and s["server"] == row.server), None) or {}

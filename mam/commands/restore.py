@@ -20,6 +20,7 @@ from mam.commands.lifecycle import (
     AGENT_COMMANDS,
     TOKEN,
     agent_argv,
+    check_env_names,
     env_assignments,
     launch,
     missing_program,
@@ -141,8 +142,10 @@ def _plan(app: App, row: Row, outcome: ServerOutcome, named: bool, library: Libr
     except MamError as exc:
         step.message = exc.message
         return step
-    present, step.env_missing = env_assignments(app, list(step.spec.get("env_names") or ()))
     try:
+        # A hand-edited spec is checked as spawn checks --env: a name the scrub removes is never handed back.
+        names = check_env_names(app, list(step.spec.get("env_names") or ()))
+        present, step.env_missing = env_assignments(app, names)
         with_env(tuple(step.argv), present)
     except MamError as exc:
         step.message = exc.message
