@@ -15,14 +15,11 @@ import json
 import shutil
 import subprocess
 import sys
-import tempfile
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from common import clean_env, interleaved, median, write_registry
+from common import interleaved, median
+from tmux_status import tmux_servers
 
 BENCH = Path(__file__).resolve().parent
 STANDIN = str(BENCH.parent / "tests" / "agents" / "standin.py")
@@ -33,34 +30,14 @@ TARGET = 1.30  # state may add at most 30% to status
 HEADING = "## Agent state"
 
 
-@contextmanager
-def servers_with_agents(servers: int, agents: int) -> Iterator[tuple[dict[str, str], str]]:
-    if shutil.which("mam") is None or shutil.which("tmux") is None:
-        raise SystemExit("needs mam (pip install -e .) and tmux")
-    tmpdir = tempfile.mkdtemp(prefix="ms", dir="/tmp")  # short: socket paths are limited
-    workspace = tempfile.mkdtemp(prefix="mam-bench-state-")
-    env = clean_env(TMUX_TMPDIR=tmpdir, MAM_WORKSPACE=workspace, MAM_TMUX_CONFIG="/dev/null")
-    names = [f"state-{i:03d}" for i in range(servers)]
-    try:
-        rows = []
-        for server in names:
-            for a in range(agents):
-                kind, state = SCREENS[a % len(SCREENS)]
-                subprocess.run(["tmux", "-L", server, "-f", "/dev/null", "new-session", "-d", "-s", f"agent-{a}",
-                                "-x", "120", "-y", "40", "--", sys.executable, STANDIN, kind, state], env=env,
-                               check=True, timeout=30)
-                subprocess.run(["tmux", "-L", server, "set-option", "-t", f"agent-{a}", "@mam_agent", kind], env=env,
-                               check=True, timeout=30)
-                rows.append({"name": f"agent-{a}", "backend": "tmux", "server": server, "status": "running",
-                             "agent": kind})
-        write_registry(workspace, rows)
-        time.sleep(1.0)  # every stand-in has drawn its first screen
-        yield env, workspace
-    finally:
-        for server in names:
-            subprocess.run(["tmux", "-L", server, "kill-server"], env=env, capture_output=True, timeout=30)
-        shutil.rmtree(tmpdir, ignore_errors=True)
-        shutil.rmtree(workspace, ignore_errors=True)
+def _standin(a: int) -> tuple[list[str], str | None]:
+    kind, state = SCREENS[a % len(SCREENS)]
+    return [sys.executable, STANDIN, kind, state], kind
+
+
+def servers_with_agents(servers: int, agents: int) -> Any:
+    """tmux_status's servers, each agent a stand-in drawing its kind's screen (one working, redrawing)."""
+    return tmux_servers(servers, agents, _standin, prefix="state", settle=1.0)
 
 
 def states_seen(env: dict[str, str], workspace: str) -> dict[str, int]:

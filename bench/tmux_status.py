@@ -12,7 +12,8 @@ import argparse
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -23,24 +24,41 @@ STATUS, RECONCILE = "mam status", "mam reconcile"
 SEQUENTIAL, PARALLEL = "shell loop, sequential", "shell loop, parallel"
 
 
+# What one agent session of a benchmark runs, and the `agent` its row records: (argv after `--`, kind or None).
+Agent = Callable[[int], tuple[list[str], str | None]]
+
+
+def _sleeper(_: int) -> tuple[list[str], str | None]:
+    return ["sleep", "3600"], None
+
+
 @contextmanager
-def tmux_servers(servers: int, agents: int) -> Iterator[tuple[dict[str, str], str]]:
-    """N real tmux servers on private sockets with `agents` sessions each, and a workspace whose registry (as
-    mam writes it) lists them all; the environment to run mam in, and the workspace. Killed on exit."""
+def tmux_servers(servers: int, agents: int, agent: Agent = _sleeper, prefix: str = "bench",
+                 settle: float = 0.0) -> Iterator[tuple[dict[str, str], str]]:
+    """N real tmux servers on private sockets with `agents` sessions each (running what `agent` says), and a
+    workspace whose registry (as mam writes it) lists them all; the environment to run mam in, and the
+    workspace. `settle`: seconds to let the agents draw their first screen. Killed on exit."""
     if shutil.which("mam") is None or shutil.which("tmux") is None:
         raise SystemExit("needs mam (pip install -e .) and tmux")
     tmpdir = tempfile.mkdtemp(prefix="mb", dir="/tmp")  # short: socket paths are limited
-    workspace = tempfile.mkdtemp(prefix="mam-bench-ws-")
+    workspace = tempfile.mkdtemp(prefix=f"mam-{prefix}-ws-")
     env = clean_env(TMUX_TMPDIR=tmpdir, MAM_WORKSPACE=workspace, MAM_TMUX_CONFIG="/dev/null")
-    names = [f"bench-{i:03d}" for i in range(servers)]
+    names = [f"{prefix}-{i:03d}" for i in range(servers)]
     try:
         rows = []
         for server in names:
             for a in range(agents):
+                argv, kind = agent(a)
                 subprocess.run(["tmux", "-L", server, "-f", "/dev/null", "new-session", "-d", "-s", f"agent-{a}",
-                                "sleep 3600"], env=env, check=True, timeout=30)
-                rows.append({"name": f"agent-{a}", "backend": "tmux", "server": server, "status": "running"})
+                                "-x", "120", "-y", "40", "--", *argv], env=env, check=True, timeout=30)
+                row = {"name": f"agent-{a}", "backend": "tmux", "server": server, "status": "running"}
+                if kind is not None:
+                    subprocess.run(["tmux", "-L", server, "set-option", "-t", f"agent-{a}", "@mam_agent", kind],
+                                   env=env, check=True, timeout=30)
+                    row["agent"] = kind
+                rows.append(row)
         write_registry(workspace, rows)
+        time.sleep(settle)
         yield env, workspace
     finally:
         for server in names:
