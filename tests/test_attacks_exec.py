@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from conftest import Tmux, Workspace
 
@@ -398,7 +399,8 @@ def test_herdr_hands_the_agent_its_arguments_exactly(ws: Workspace, tmp_path: Pa
     proc = ws.mam("spawn", "coder", "--agent", "claude", "--server", "team", "--cwd", str(ws.root), "--", *args,
                   env=env)
     assert proc.returncode == 0, proc.stderr
-    assert _recorded(record) == {"argv": args, "cwd": str(ws.root)}
+    session = yaml.safe_load(ws.registry.read_text())["sessions"][0]["agent_session"]  # mam's own, first
+    assert _recorded(record) == {"argv": ["--session-id", session, *args], "cwd": str(ws.root)}
     assert not pwned.exists()
 
 

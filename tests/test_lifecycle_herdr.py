@@ -23,10 +23,11 @@ def test_spawn_on_a_stopped_session_starts_it_once_then_the_agent(ws: Workspace)
     assert "CLAUDECODE" not in starts[0]["env"] and "HERDR_PANE_ID" not in starts[0]["env"]
     assert starts[0]["env"]["CLAUDE_CONFIG_DIR"] == "/cfg"
     calls = [c["argv"] for c in ws.herdr.calls()]
-    assert ["--session", "team", "agent", "start", "coder-1", "--kind", "claude", "--pane", "w1:p1", "--",
-            "--model", "opus"] in calls
-    assert any(c[:4] == ["--session", "team", "workspace", "create"] for c in calls)
     row = yaml.safe_load(ws.registry.read_text())["sessions"][0]
+    # claude starts with the conversation id mam chose (its kind's new_session), kept for restore
+    assert ["--session", "team", "agent", "start", "coder-1", "--kind", "claude", "--pane", "w1:p1", "--",
+            "--session-id", row["agent_session"], "--model", "opus"] in calls
+    assert any(c[:4] == ["--session", "team", "workspace", "create"] for c in calls)
     assert row["status"] == "running" and row["server"] == "team" and row["pane"]["id"] == "w1:p1"
 
     ws.mam_json("spawn", "coder-2", "--agent", "codex", "--server", "team")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import uuid
 from pathlib import Path
 
 import pytest
@@ -135,9 +136,19 @@ def test_restore_with_no_autostart_fails_and_keeps_the_row(ws: Workspace) -> Non
     assert ws.registry.read_text() == text and ws.herdr.server_starts() == []
 
 
-def test_a_new_spawn_of_the_name_drops_the_old_session(ws: Workspace) -> None:
+def test_a_new_spawn_of_the_name_replaces_the_old_session_with_its_own(ws: Workspace) -> None:
     spawn(ws, "coder-1", "--agent", "claude", "--server", "team", "--", "--session-id", "old-1")
     ws.mam_json("stop", "coder-1")
     spawn(ws, "coder-1", "--agent", "claude", "--server", "team")
     row = yaml.safe_load(ws.registry.read_text())["sessions"][0]
-    assert "agent_session" not in row and row["spec"]["args"] == []
+    # mam chose the new conversation's id (claude's new_session), passed it, and keeps it for restore
+    assert row["agent_session"] != "old-1" and uuid.UUID(row["agent_session"])
+    assert row["spec"]["args"] == []
+    argvs = [call["argv"] for call in ws.herdr.calls()]
+    assert any(argv[-3:] == ["--", "--session-id", row["agent_session"]] for argv in argvs), argvs
+
+
+def test_a_kind_without_new_session_gets_no_session_id(ws: Workspace) -> None:
+    spawn(ws, "coder-2", "--agent", "codex", "--server", "team")
+    row = yaml.safe_load(ws.registry.read_text())["sessions"][0]
+    assert "agent_session" not in row

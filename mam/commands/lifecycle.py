@@ -248,6 +248,24 @@ def learned_session(app: App, argv: tuple[str, ...], agent: str | None) -> str |
     return library.session_from_args(kind, argv[1:]) if kind else None
 
 
+def new_session(app: App, argv: tuple[str, ...], agent: str | None) -> tuple[str | None, tuple[str, ...]]:
+    """A fresh session id and the argv that starts the agent with it, when its kind has `new_session` (claude:
+    `--session-id UUID`); else (None, argv) unchanged. The launch spec keeps the user's own arguments: restore
+    resumes by the id, not by these options."""
+    from mam.kinds.library import load_library
+
+    library = load_library(app.workspace.dot_mam / "states.yaml")
+    kind = library.kind_for(argv) or (agent if agent in library.kinds else None)
+    import uuid
+
+    session = str(uuid.uuid4())
+    extra = library.new_session_args(kind, session)
+    if extra is None or kind is None or Path(argv[0]).name not in library.kinds[kind].programs:
+        return None, argv  # and a wrapper (npx, python -m) takes its own options where the kind's would go
+    # Right after the program: before any argument of the user's, none of which can take them as its value.
+    return session, (argv[0], *extra, *argv[1:])
+
+
 def checked_directory(cwd: str | None) -> Path:
     directory = Path(cwd).resolve() if cwd else Path.cwd()
     try:
@@ -362,6 +380,8 @@ def _spawn(app: App, name: str, agent: str | None, server: str, cwd: str | None,
     if missing is not None:  # else the pane would die at once, or never show its agent
         raise MamError("usage", missing, hint="install it or put it on PATH, or give its path with --command")
     session = learned_session(app, argv, agent)  # a bad .mam/states.yaml is refused before anything starts
+    if session is None:  # the kind takes an id for a new conversation: mam picks one, for restore to resume
+        session, argv = new_session(app, argv, agent)
     key = (app.backend_name, server, name, there)
     known = app.load_registry().find(key)  # an invalid registry is refused before anything starts
     ctx = CallContext(timeout=app.timeout, env=app.server_env)

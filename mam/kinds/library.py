@@ -21,7 +21,7 @@ MAX_LINES = 200
 MAX_FILE_BYTES = 1 << 20
 MAX_PATTERN = 1000
 TOP_KEYS = ("schema", "kinds")
-KIND_KEYS = ("programs", "session_options", "resume", "rules")
+KIND_KEYS = ("programs", "session_options", "resume", "new_session", "rules")
 RULE_KEYS = ("id", "state", "pattern", "lines")
 _KIND_NAME = re.compile(r"[a-z][a-z0-9_-]{0,39}")
 _RULE_ID = re.compile(r"[a-z0-9_-]{1,40}")
@@ -49,6 +49,8 @@ class Kind:
     session_options: tuple[str, ...]
     resume: tuple[str, ...] | None
     rules: tuple[Rule, ...]  # in the order they are tried within a state
+    # The options that start the agent with a session id mam chooses, so that it can be resumed later.
+    new_session: tuple[str, ...] | None = None
 
 
 class _Invalid(Exception):
@@ -93,6 +95,14 @@ class Library:
             if is_option and value:
                 found = value
         return found
+
+    def new_session_args(self, kind: str | None, session: str) -> list[str] | None:
+        """The options that start `kind` with the session id `session` (mam's own choice), or None when the
+        kind has no `new_session`."""
+        entry = self.kinds.get(kind) if kind else None
+        if entry is None or entry.new_session is None:
+            return None
+        return [session if word == "{session}" else word for word in entry.new_session]
 
     def resume_argv(self, kind: str, program: str, args: Sequence[str], session: str) -> list[str] | None:
         """The argv that resumes `session`: `program`, then the kind's `resume` template with `{session}` and
@@ -248,6 +258,7 @@ def _merge(base: Mapping[str, Kind], given: dict[str, dict[str, Any]]) -> dict[s
             fields.get("session_options", old.session_options if old else ()),
             fields.get("resume", old.resume if old else None),
             rules,
+            fields.get("new_session", old.new_session if old else None),
         )
     return kinds
 
@@ -286,6 +297,13 @@ def _kind(name: str, fields: object, seen: dict[str, str]) -> dict[str, Any]:
                                         "session_options")
     if "resume" in fields:
         out["resume"] = _resume(fields["resume"], name, (*where, "resume"))
+    if "new_session" in fields:
+        words = _words(fields["new_session"], f"kinds.{name}.new_session", "words (with {session})",
+                       lambda w: True, *where, "new_session")
+        if words.count("{session}") != 1 or any("{" in w and w != "{session}" for w in words):
+            raise _Invalid(f"kinds.{name}.new_session must hold {{session}} once, as a whole word, and no other "
+                           "placeholder", *where, "new_session")
+        out["new_session"] = words
     if "rules" in fields:
         rules = fields["rules"]
         if not isinstance(rules, list):
