@@ -223,15 +223,19 @@ def tmux(ws: Workspace) -> Iterator[Tmux]:
 
 # Whole suites that take long by design: faults wait out time limits, properties run many examples, the
 # benchmark smoke test runs the benchmarks.
-SLOW_MODULES = frozenset({"test_faults.py", "test_properties.py", "test_bench.py"})
+SLOW_MODULES = frozenset({"test_faults.py", "test_properties.py", "test_bench.py",
+                          "test_restore_tmux.py", "test_state_tmux.py"})
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Tests on real tmux servers are marked `tmux` and `slow`, as are the slow suites: `-m "not slow"` is the
     quick loop."""
     for item in items:
-        on_tmux = ("tmux" in getattr(item, "fixturenames", ()) or item.get_closest_marker("tmux") is not None
+        fixtures = getattr(item, "fixturenames", ())
+        on_tmux = ("tmux" in fixtures or item.get_closest_marker("tmux") is not None
                    or "[tmux" in item.nodeid or "Tmux" in item.nodeid)
+        if "sshd" in fixtures or "remote" in fixtures:  # a real sshd (and real tmux behind it)
+            item.add_marker(pytest.mark.slow)
         if on_tmux:
             item.add_marker(pytest.mark.tmux)
         if on_tmux or item.path.name in SLOW_MODULES:

@@ -152,7 +152,7 @@ def test_fake_runner_lets_a_backend_run_without_its_binary(fake_runner: FakeRunn
     from mam.plugin.records import CallContext
 
     fake_runner.answer(["tmux", "-N", "-L", "s1", "-u", "list-panes"], 0,
-                       "$1\x1fagent\x1f0\x1f0\x1f%3\x1f42\x1f0\x1fclaude\x1f/repo\n")
+                       "$1\x1fagent\x1f0\x1f0\x1f%3\x1f42\x1f0\x1fclaude\x1f/repo\x1f%3\n")
     agents = TmuxBackend().list_agents("s1", CallContext(timeout=1, env={}))
     assert not isinstance(agents, Failure)
     assert [(a.name, a.agent, a.cwd, a.pane_id) for a in agents] == [("agent", "claude", "/repo", "%3")]
