@@ -190,10 +190,16 @@ def test_zellij_a_missing_program_is_refused_before_anything_runs(ws: Workspace)
 def test_zellij_stop_closes_a_pane_held_after_its_program_ended(ws: Workspace) -> None:
     env = {**ws.env, "MAM_BACKEND": "zellij"}
     ws.mam_json("bootstrap", "--server", "work", env=env)
-    ws.mam_json("spawn", "h1", "--server", "work", "--command", "sleep 0.5", env=env)
+    # The program ends when the test says so, not after a time a slow machine could overrun during the spawn.
+    done = ws.root / "end-now"
+    ws.mam_json("spawn", "h1", "--server", "work", "--command",
+                f"sh -c 'while [ ! -e {done} ]; do sleep 0.05; done'", env=env)
     state_file = Path(ws.env["ZELLIJ_SOCKET_DIR"], "fake-state.json")
-    time.sleep(1)  # its program has ended: zellij holds the pane
-    assert ws.mam_json("status", env=env)["sessions"][0]["live"] == "absent"
+    done.touch()
+    deadline = time.monotonic() + 20
+    while ws.mam_json("status", env=env)["sessions"][0]["live"] != "absent":  # zellij holds the ended pane
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
     doc = ws.mam_json("stop", "h1", env=env)
     assert doc["status"] == "terminated" and "held pane is closed" in doc["message"]
     assert "h1" not in [p.get("title") for p in json.loads(state_file.read_text())["sessions"]["work"]["panes"]]
