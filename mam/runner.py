@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -31,6 +32,7 @@ REAP_GRACE = 0.1
 _running: set[subprocess.Popen[str]] = set()
 _running_lock = threading.Lock()
 _stopping = False
+_starting = 0  # calls between their check of _stopping and their registration in _running
 
 
 def _kill_group(proc: subprocess.Popen[str]) -> None:
@@ -45,7 +47,15 @@ def kill_running() -> None:
     global _stopping
     with _running_lock:
         _stopping = True
-        procs = list(_running)
+    # A call may be starting its process right now: wait (briefly) until it is registered, or mam could exit
+    # before that call's own thread sees _stopping, and its process would outlive mam.
+    deadline = time.monotonic() + 1.0
+    while True:
+        with _running_lock:
+            if _starting == 0 or time.monotonic() > deadline:
+                procs = list(_running)
+                break
+        time.sleep(0.002)
     for proc in procs:
         _kill_group(proc)
 
@@ -203,23 +213,37 @@ def _run_local(argv: Sequence[str], *, timeout: float, env: Mapping[str, str],
                cwd: str | None = None) -> CommandResult:
     args = tuple(argv)
     interrupted = CommandResult(args, None, timeout=timeout, os_error=f"{args[0]}: not started: interrupted")
-    if _stopping:
-        return interrupted
+    global _starting
+    with _running_lock:
+        if _stopping:
+            return interrupted
+        _starting += 1
     try:  # not under the lock: the parallel queries of a status must not start their clients one at a time
         proc = subprocess.Popen(  # noqa: S603 - explicit argv, no shell
             args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(env),
             cwd=cwd, text=True, encoding="utf-8", errors="replace", start_new_session=True)
     except FileNotFoundError:
+        with _running_lock:
+            _starting -= 1
         return CommandResult(args, None, not_found=True, timeout=timeout)
     except OSError as exc:
+        with _running_lock:
+            _starting -= 1
         return CommandResult(args, None, timeout=timeout, os_error=f"{args[0]}: {exc.strerror or exc}")
+    except BaseException:  # e.g. a NUL in an argument: nothing started
+        with _running_lock:
+            _starting -= 1
+        raise
     with _running_lock:
-        stopping = _stopping  # set while this one started: kill_running did not see it, so end it here
-        if not stopping:
-            _running.add(proc)
+        # Registered even when stopping, so that kill_running (which waits for _starting) ends it too.
+        _running.add(proc)
+        _starting -= 1
+        stopping = _stopping  # set while this one started: end it here as well
     if stopping:
         _kill_group(proc)
         _abandon(proc)
+        with _running_lock:
+            _running.discard(proc)
         return interrupted
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
