@@ -285,7 +285,7 @@ def remote_directory(app: App, cwd: str | None, host: str) -> Path:
     if not cwd or not cwd.startswith("/"):
         raise MamError("usage", f"an agent on {host} needs --cwd with an absolute path on that host",
                        hint="e.g. --cwd /home/me/repo")
-    if "\0" in cwd or any(not ch.isprintable() for ch in cwd):
+    if not cwd.isprintable():  # NUL and every control character
         raise MamError("usage", f"--cwd {cwd!r}: not a path")
     from mam.runner import run
 

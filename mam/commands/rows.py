@@ -18,7 +18,9 @@ def rows_named(app: App, reg: Registry, name: str, server: str | None, host: str
     $MAM_BACKEND), else of any backend, since the row itself says which; on `server` when given; on `host`
     (checked; "local" is this machine) when given. More than one is refused, saying what to add."""
     explicit = app.explicit_backend
-    there = None if host is None else "" if host == "local" else host
+    from mam.commands.status import host_key
+
+    there = None if host is None else host_key(host)
     rows = [r for r in reg.rows if r.name == name and (explicit is None or r.backend == explicit)
             and (server is None or r.server == server) and (there is None or (r.host or "") == there)]
     if len(rows) > 1:

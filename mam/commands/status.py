@@ -70,8 +70,12 @@ def checked_host(host: str | None) -> str | None:
 
 
 def host_key(host: str | None) -> str:
-    """A checked host as the servers' keys hold it: "" for this machine."""
-    return "" if host in (None, "", "local") else str(host)
+    """A checked host as the servers' keys hold it: "" for this machine (mam.transport.is_local)."""
+    if not host:
+        return ""
+    from mam.transport import is_local
+
+    return "" if is_local(host) else host
 
 
 def status_document(app: App, servers: Sequence[str] = (), *, with_state: bool = True,
