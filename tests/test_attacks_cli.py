@@ -73,7 +73,7 @@ def test_a_hung_server_answers_within_the_time_limit(ws: Workspace, tmux: Tmux) 
     ws.write_registry("version: 1\nsessions:\n" + _row("a", server))
     try:
         started = time.monotonic()
-        doc = ws.mam_json("status", env={**ws.env, "MAM_TIMEOUT": "1"})
+        doc = ws.mam_json("status", env={**ws.env, "MAM_TIMEOUT": "2"})
         elapsed = time.monotonic() - started
     finally:
         os.kill(pid, signal.SIGCONT)
@@ -81,7 +81,8 @@ def test_a_hung_server_answers_within_the_time_limit(ws: Workspace, tmux: Tmux) 
     assert doc["servers"][0]["error"]["kind"] == "timeout"
     assert doc["sessions"][0]["live"] == "unknown"
     # The limit plus start-up and the kill; it was the limit plus 2 s while mam waited on the server's pipes.
-    assert elapsed < 1.8, elapsed
+    # The margin (1.9 s) is for a loaded machine; the old bug needed at least 4 s.
+    assert elapsed < 3.9, elapsed
 
 
 def test_sigint_during_status_leaves_no_backend_process(ws: Workspace, tmux: Tmux) -> None:
