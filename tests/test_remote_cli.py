@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -134,6 +135,21 @@ def test_markers_exported_here_never_reach_the_remote_tmux_server(remote: Remote
     names = {line.split("=", 1)[0] for line in shown}
     assert not names & {"TMUX_PANE", "HERDR_ENV", "CLAUDECODE", "CLAUDE_CODE_SESSION_ID"}, shown
     assert not [line for line in shown if line.startswith("TMUX=")], shown
+
+
+def test_a_remote_agent_keeps_the_variables_its_host_gives_and_this_machine_lacks(remote: Remote) -> None:
+    server = remote.server()
+    seen = remote.ws.root / "agent-env"
+    env = {**remote.env, "MAM_SSH_ENV": remote.env["MAM_SSH_ENV"] + " ONLY_ON_THE_HOST=there"}
+    assert "ONLY_ON_THE_HOST" not in env  # set on the remote side only
+    proc = remote.mam("spawn", "envy", "--server", server, "--host", remote.sshd.host, "--cwd", "/tmp",
+                      "--command", "/bin/sh", "--", "-c", f"env > {seen}.tmp && mv {seen}.tmp {seen}; exec sleep 600",
+                      env=env)
+    assert proc.returncode == 0, proc.stderr
+    deadline = time.monotonic() + 20
+    while not seen.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert "ONLY_ON_THE_HOST=there" in seen.read_text().splitlines()  # it was unset: this machine has no such name
 
 
 @pytest.mark.parametrize("host", ["-oProxyCommand=touch /tmp/pwned", "a b", "h;id", "$(id)"])

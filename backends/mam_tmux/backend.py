@@ -416,14 +416,21 @@ class TmuxBackend:
         return (ended or "exited at once") if isinstance(ended, str) else None
 
     def _server_only_variables(self, server: str, ctx: CallContext) -> list[str] | Failure:
+        """The names in the server's global environment that a client started now would not have. Those are
+        asked of `env` where the server runs, never read from ctx.env: a server on another host gets that
+        host's login environment, and what holds there and not here is the agent's to keep."""
         result = self._run(server, ["show-environment", "-g"], timeout=ctx.timeout, env=ctx.env)
         if result.returncode != 0:
             return Failure(self.name, server, result)
+        client = run(["env", "-0"], timeout=ctx.timeout, env=ctx.env)
+        if client.returncode != 0:
+            return Failure(self.name, server, client)
+        has = {entry.split("=", 1)[0] for entry in client.stdout.split("\0") if "=" in entry}
         names = []
         # A value holding a newline can add a line here, never hide one: at worst a name is unset needlessly.
         for line in result.stdout.splitlines():
             name = line.split("=", 1)[0]
-            if "=" in line and name not in ctx.env and name not in MARKERS and name.isidentifier():
+            if "=" in line and name not in has and name not in MARKERS and name.isidentifier():
                 names.append(name)
         return sorted(names)
 
