@@ -33,6 +33,10 @@ _running: set[subprocess.Popen[str]] = set()
 _running_lock = threading.Lock()
 _stopping = False
 _starting = 0  # calls between their check of _stopping and their registration in _running
+# A signal that reached the main thread while it was between starting a process and registering it: raised once
+# it is registered (see defer_signal), for an exception there would leave a process nobody knows of.
+_main_starting = False
+_held: list[int] = []
 
 
 def _kill_group(proc: subprocess.Popen[str]) -> None:
@@ -40,6 +44,35 @@ def _kill_group(proc: subprocess.Popen[str]) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def defer_signal(signum: int) -> bool:
+    """For the CLI's signal handlers (which Python runs in the main thread): True when the main thread is
+    starting a backend process, so the signal is held and raised as soon as that process is registered."""
+    if _main_starting:
+        _held.append(signum)
+        return True
+    return False
+
+
+@contextmanager
+def _starting_here() -> Iterator[None]:
+    """Around Popen and the registration of its process: in the main thread, signals wait until the end."""
+    global _main_starting
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _main_starting = True
+    try:
+        yield
+    finally:
+        _main_starting = False
+        if _held:
+            signum = _held.pop(0)
+            _held.clear()
+            handler = signal.getsignal(signum)
+            if callable(handler):
+                handler(signum, None)  # raises, now that the process is known to kill_running
 
 
 def kill_running() -> None:
@@ -209,17 +242,16 @@ def read_text(path: str, *, timeout: float, env: Mapping[str, str]) -> str | Non
     return result.stdout if result.returncode == 0 else None
 
 
-def _run_local(argv: Sequence[str], *, timeout: float, env: Mapping[str, str],
-               cwd: str | None = None) -> CommandResult:
-    args = tuple(argv)
-    interrupted = CommandResult(args, None, timeout=timeout, os_error=f"{args[0]}: not started: interrupted")
+def _start(args: tuple[str, ...], env: Mapping[str, str], cwd: str | None,
+           timeout: float) -> subprocess.Popen[str] | CommandResult:
+    """The started process, counted in _starting (its caller registers it), or why none started."""
     global _starting
     with _running_lock:
         if _stopping:
-            return interrupted
+            return CommandResult(args, None, timeout=timeout, os_error=f"{args[0]}: not started: interrupted")
         _starting += 1
     try:  # not under the lock: the parallel queries of a status must not start their clients one at a time
-        proc = subprocess.Popen(  # noqa: S603 - explicit argv, no shell
+        return subprocess.Popen(  # noqa: S603 - explicit argv, no shell
             args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(env),
             cwd=cwd, text=True, encoding="utf-8", errors="replace", start_new_session=True)
     except FileNotFoundError:
@@ -234,11 +266,32 @@ def _run_local(argv: Sequence[str], *, timeout: float, env: Mapping[str, str],
         with _running_lock:
             _starting -= 1
         raise
-    with _running_lock:
-        # Registered even when stopping, so that kill_running (which waits for _starting) ends it too.
-        _running.add(proc)
-        _starting -= 1
-        stopping = _stopping  # set while this one started: end it here as well
+
+
+def _run_local(argv: Sequence[str], *, timeout: float, env: Mapping[str, str],
+               cwd: str | None = None) -> CommandResult:
+    args = tuple(argv)
+    interrupted = CommandResult(args, None, timeout=timeout, os_error=f"{args[0]}: not started: interrupted")
+    global _starting
+    proc: subprocess.Popen[str] | None = None
+    try:
+        with _starting_here():
+            started = _start(args, env, cwd, timeout)
+            if isinstance(started, CommandResult):
+                return started
+            proc = started
+            with _running_lock:
+                # Registered even when stopping, so that kill_running (which waits for _starting) ends it too.
+                _running.add(proc)
+                _starting -= 1
+                stopping = _stopping  # set while this one started: end it here as well
+    except BaseException:  # a signal held while it started: raised now, and its process ends here too
+        if proc is not None:
+            _kill_group(proc)
+            _abandon(proc)
+            with _running_lock:
+                _running.discard(proc)
+        raise
     if stopping:
         _kill_group(proc)
         _abandon(proc)

@@ -193,3 +193,33 @@ def test_a_call_started_while_mam_is_interrupted_is_ended_not_left_running(monke
     assert started and started[0].poll() is not None  # killed and reaped, not left sleeping
     assert not runner._running
     assert "interrupted" in (runner.run(["true"], timeout=5, env={}).os_error or "")  # nothing new starts
+
+
+def test_a_signal_while_the_main_thread_starts_a_call_waits_until_its_process_is_known(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A SIGTERM that lands just after Popen made the process, before mam registered it, would leave that
+    process running after mam: the CLI's handler holds it until the process is registered, then raises."""
+    import importlib
+
+    from mam import runner
+
+    main = importlib.import_module("mam.cli.main")  # the module: mam.cli's `main` is its function
+    monkeypatch.setattr(runner, "_stopping", False)
+    previous = signal.signal(signal.SIGTERM, main._on_signal)
+    started: list[subprocess.Popen[str]] = []
+    real = subprocess.Popen
+
+    def popen(*args: Any, **kwargs: Any) -> subprocess.Popen[str]:
+        proc = real(*args, **kwargs)
+        started.append(proc)
+        os.kill(os.getpid(), signal.SIGTERM)  # its handler runs here, in the main thread, at once
+        return proc
+
+    monkeypatch.setattr(runner.subprocess, "Popen", popen)
+    try:
+        with pytest.raises(main.Terminated):
+            runner.run(["sleep", "30"], timeout=5, env={"PATH": "/usr/bin:/bin"})
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert started and started[0].poll() is not None  # killed and reaped, not left sleeping
+    assert not runner._running and runner._starting == 0

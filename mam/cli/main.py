@@ -57,14 +57,22 @@ class Terminated(KeyboardInterrupt):
 
 
 def _on_signal(signum: int, frame: object) -> None:
+    import signal
+
+    runner = sys.modules.get("mam.runner")
+    if runner is not None and runner.defer_signal(signum):
+        return  # the main thread is starting a backend process: raised once it is known (mam.runner)
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
     raise Terminated(signum)
 
 
 def main(argv: list[str] | None = None) -> NoReturn:
     import signal
 
-    for signum in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, _on_signal)
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(signum) is not signal.SIG_IGN:  # nohup, or `&` in a script: left ignored
+            signal.signal(signum, _on_signal)
     args = list(sys.argv[1:] if argv is None else argv)
     if os.environ.get(complete.VARIABLE):
         from mam.cli.app import command
