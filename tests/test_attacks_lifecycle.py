@@ -138,7 +138,8 @@ def test_reconcile_apply_leaves_a_row_re_spawned_after_its_listing_alone(ws: Wor
         while not any(frozen in argv for argv in _tmux_children(reconcile.pid)):
             assert time.monotonic() < deadline and reconcile.poll() is None, "reconcile never asked the server"
             time.sleep(0.01)
-        time.sleep(3.0)  # the listing of `live` (a few ms, more on a loaded machine) has come back: reconcile has planned r1 as drift A
+        # The listing of `live` (a few ms, more on a loaded machine) has come back: reconcile planned r1 as drift A.
+        time.sleep(3.0)
         assert any(frozen in argv for argv in _tmux_children(reconcile.pid))  # still waiting on `frozen`
         # Meanwhile the user settles r1 and spawns it again.
         assert ws.mam_json("stop", "r1")["status"] == "terminated"

@@ -366,6 +366,9 @@ class TmuxBackend:
         if request.agent:
             args += [";", "set-option", "@mam_agent", literal(request.agent)]
         result = self._run(server, args, timeout=ctx.timeout, env=ctx.env, query=False, cwd=request.cwd)
+        if first_line(result.stderr).startswith("duplicate session:") and self._clear_remains(server, request.name,
+                                                                                              ctx):
+            result = self._run(server, args, timeout=ctx.timeout, env=ctx.env, query=False, cwd=request.cwd)
         if result.returncode != 0 or result.stderr.strip():
             return SpawnResult(False, "tmux refused the new session", failure=Failure(self.name, server, result))
         pane_id = result.stdout.strip()
@@ -380,6 +383,19 @@ class TmuxBackend:
         self._run(server, ["kill-session", "-t", pane_id], timeout=ctx.timeout, env=ctx.env)
         program = os.path.basename(request.argv[0])
         return SpawnResult(False, f"{program!r} {ended}" + (f": {words}" if words else ""))
+
+    def _clear_remains(self, server: str, name: str, ctx: CallContext) -> bool:
+        """Close session `name` when every pane of it is dead: what an ended agent leaves where remain-on-exit
+        is on (the listing has no agent there), which would hold its name forever. A session where anything
+        still runs is left alone. True when it is gone."""
+        target = literal("=" + name)
+        panes = self._run(server, ["list-panes", "-s", "-t", target, "-F", "#{pane_dead}"], timeout=ctx.timeout,
+                          env=ctx.env)
+        states = panes.stdout.split()
+        if panes.returncode != 0 or not states or set(states) != {"1"}:
+            return False
+        closed = self._run(server, ["kill-session", "-t", target], timeout=ctx.timeout, env=ctx.env)
+        return closed.returncode == 0
 
     def _ended(self, server: str, pane_id: str, ctx: CallContext) -> str | None | Failure:
         """How the program of `pane_id` ended, None while it runs, a Failure when tmux could not tell, and ""

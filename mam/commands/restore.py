@@ -218,7 +218,8 @@ def _restore(app: App, step: Step, progress: bool) -> None:
         step.outcome, step.message = "failed", exc.message
         return
     step.outcome, step.pane_id = "restored", settled.pane_id
-    step.message = "restored" + (", resuming its session" if step.resume else "")
+    step.message = "running again" + (f" in pane {settled.pane_id}" if settled.pane_id else "") + (
+        ", resuming its session" if step.resume else "")
     if step.env_missing:
         step.message += f"; not set here, so not passed: {', '.join(step.env_missing)}"
 
