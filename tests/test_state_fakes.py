@@ -151,6 +151,9 @@ def test_tmux_capture_parser_refuses_what_does_not_split_exactly() -> None:
                        (f"{nonce}{SEP}%1{SEP}zz\n", ["%1"])):
         with pytest.raises(ValueError):
             parse_captures(bad, nonce, panes, now=0.0)
+    # With the server's clock first (another host's may differ from this one's), idleness is on its clock.
+    clocked = parse_captures(f"{nonce}{SEP}400{SEP}{head}\nline\n", nonce, ["%1"], now=130.0)
+    assert clocked["%1"].idle_seconds == 300.0
     # A command holding an escaped newline stays in its header.
     tricky = SEP.join(["%1", "0", "", "", "100", "1", "90", "a\\\nb"])
     assert parse_captures(f"{nonce}{SEP}{tricky}\nscreen\n", nonce, ["%1"], 100.0)["%1"].command == "a\nb"

@@ -70,7 +70,10 @@ FACTS_FORMAT = SEP.join(["#{pane_id}", "#{pane_dead}", "#{pane_dead_status}", "#
                          _escaped("pane_current_command")])
 _FACTS = re.compile(rf"(%[0-9]+){SEP}([01]){SEP}([0-9]*){SEP}([0-9]*){SEP}([0-9]*){SEP}([0-9]*){SEP}([0-9]*){SEP}"
                     rf"{_TEXT}")
-_FACTS_LINE = re.compile(_FACTS.pattern + "\n")
+# The header may start with the server's clock (strftime's %s, which display-message expands): activity times are
+# the server's, so idleness is measured on its clock, not on this machine's (another host's may differ).
+SERVER_CLOCK = "%s"
+_FACTS_LINE = re.compile(rf"(?:([0-9]+){SEP})?" + _FACTS.pattern + "\n")
 _ESCAPE = re.compile(r"\\(.)", re.DOTALL)
 
 # The first line of stderr when no server runs, as tmux words it, with the socket path where it names one;
@@ -234,31 +237,33 @@ def _last_words(screen: str) -> str:
 def _header(nonce: str) -> str:
     """The line printed before each pane's capture. `nonce` is fresh random text per call: a pane cannot draw
     it in advance, so no screen can forge a header and shift one pane's text onto another."""
-    return f"{nonce}{SEP}{FACTS_FORMAT}"
+    return f"{nonce}{SEP}{SERVER_CLOCK}{SEP}{FACTS_FORMAT}"
 
 
 def parse_captures(stdout: str, nonce: str, pane_ids: list[str], now: float) -> dict[str, PaneCapture]:
     """Split one `display -p HEADER ; capture-pane -p` sequence back into panes. The headers must come in the
-    order asked, one per pane, or the whole answer is refused (ValueError)."""
+    order asked, one per pane, or the whole answer is refused (ValueError). `now` is this machine's clock, for
+    a header without the server's."""
     chunks = stdout.split(nonce + SEP)
     if chunks[0] or len(chunks) != len(pane_ids) + 1:
         raise ValueError(f"expected {len(pane_ids)} pane captures, got {len(chunks) - 1}")
     out: dict[str, PaneCapture] = {}
     for pane_id, chunk in zip(pane_ids, chunks[1:], strict=True):
         match = _FACTS_LINE.match(chunk)  # the command may hold escaped newlines: match the header, not a line
-        if match is None or match.group(1) != pane_id:
+        if match is None or match.group(2) != pane_id:
             raise ValueError(f"the capture header of pane {pane_id} does not parse")
         text = chunk[match.end():]
-        _, dead, status, signal, activity, attached, last_attached, command = match.groups()
+        clock, _, dead, status, signal, activity, attached, last_attached, command = match.groups()
+        server_now = int(clock) if clock else now
         ended = f"exit status {status}" if status else f"signal {signal}" if signal else None
         changed = int(activity) if activity else None
         seen: bool | None = None
         if changed is not None:
             # Someone looks at it now, or attached after its last output: seen. Never attached: not seen.
             seen = attached not in ("", "0") or (int(last_attached or 0) >= changed)
+        idle = max(0.0, server_now - changed) if changed is not None else None
         out[pane_id] = PaneCapture(text=text, dead=dead == "1", dead_status=ended,
-                                   command=_unescape(command) or None,
-                                   idle_seconds=max(0.0, now - changed) if changed is not None else None, seen=seen)
+                                   command=_unescape(command) or None, idle_seconds=idle, seen=seen)
     return out
 
 
