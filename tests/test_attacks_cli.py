@@ -126,10 +126,19 @@ def test_sigterm_and_sighup_during_status_leave_no_backend_process(ws: Workspace
         deadline = time.monotonic() + 5
         while _clients_of(server) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert _clients_of(server) == []
+        assert _clients_of(server) == [], [_described(c) for c in _clients_of(server)]
     finally:
         proc.kill()
         os.kill(pid, signal.SIGCONT)
+
+
+def _described(pid: int) -> str:
+    """What a failure should show of a process left behind: its state, parent, group and session."""
+    try:
+        fields = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return f"{pid}: gone"
+    return f"{pid}: state {fields[0]}, parent {fields[1]}, group {fields[2]}, session {fields[3]}"
 
 
 def test_pane_text_never_reaches_the_terminal_raw(ws: Workspace, tmux: Tmux) -> None:
