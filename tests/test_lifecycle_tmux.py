@@ -197,3 +197,36 @@ def test_a_dead_pane_is_never_alive_and_stop_closes_it(ws: Workspace, tmux: Tmux
     assert doc["status"] == "terminated" and "dead pane is closed" in doc["message"]
     sessions = tmux.run(server, "list-sessions", "-F", "#{session_name}").stdout.split()
     assert "ghost" not in sessions and "keeper" in sessions
+
+
+def test_host_local_means_this_machine_in_rows_and_options(ws: Workspace, tmux: Tmux, tmp_path: Path) -> None:
+    """`--host local` and a hand-written `host: local` row are this machine: no ssh is ever run for them."""
+    server = tmux.name()
+    seen = tmp_path / "typed"
+    typed = f"import sys\nwith open({str(seen)!r}, 'w') as out: out.write(sys.stdin.readline())\nimport time\n" \
+            "time.sleep(600)\n"
+    proc = ws.mam("spawn", "here", "--server", server, "--host", "local", "--command", sys.executable, "--", "-c",
+                  typed)
+    assert proc.returncode == 0, proc.stderr
+    doc = yaml.safe_load(ws.registry.read_text())
+    assert "host" not in doc["sessions"][0]  # this machine's row names no host
+    doc["sessions"][0]["host"] = "local"  # as a user may write it
+    ws.write_registry(yaml.safe_dump(doc))
+    no_ssh = {**ws.env, "PATH": f"{tmp_path}:{ws.env['PATH']}"}
+    (tmp_path / "ssh").write_text("#!/bin/sh\necho ssh must not run >&2\nexit 99\n")
+    (tmp_path / "ssh").chmod(0o755)
+    [row] = ws.mam_json("status", "--host", "local", env=no_ssh)["sessions"]
+    assert (row["name"], row["live"], row.get("host")) == ("here", "alive", None)
+    assert ws.mam_json("status", "--host", "elsewhere", env=no_ssh)["sessions"] == []
+    sent = ws.mam("send", "here", "--host", "local", "--enter", "--", "hello from mam", env=no_ssh)
+    assert sent.returncode == 0, sent.stderr
+    deadline = time.monotonic() + 10
+    while not (seen.exists() and seen.read_text().endswith("\n")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert seen.read_text() == "hello from mam\n"
+    waited = ws.mam("wait", "here", "--host", "local", "--until", "working,blocked,idle,done,unknown",
+                    "--timeout", "10", env=no_ssh)
+    assert waited.returncode == 0, waited.stderr
+    assert ws.mam_json("stop", "here", "--host", "local", env=no_ssh)["status"] == "stopped"
+    assert "here" not in tmux.run(server, "list-sessions", "-F", "#{session_name}", check=False).stdout.split()
+    assert yaml.safe_load(ws.registry.read_text())["sessions"][0]["status"] == "stopped"
