@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -89,7 +90,8 @@ def test_sigint_during_status_leaves_no_backend_process(ws: Workspace, tmux: Tmu
     stopped = [_stopped_server(tmux) for _ in range(2)]  # two servers: the queries run on threads
     ws.write_registry("version: 1\nsessions:\n" + "".join(_row(f"a{i}", s) for i, (s, _) in enumerate(stopped)))
     proc = subprocess.Popen([sys.executable, "-m", "mam", "status"], env={**ws.env, "MAM_TIMEOUT": "30"},
-                            cwd=ws.root, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            cwd=ws.root, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=_default_signals)
     try:
         deadline = time.monotonic() + 10
         while not all(_clients_of(s) for s, _ in stopped):
@@ -111,8 +113,10 @@ def test_sigint_during_status_leaves_no_backend_process(ws: Workspace, tmux: Tmu
 def test_sigterm_and_sighup_during_status_leave_no_backend_process(ws: Workspace, tmux: Tmux, signum: int) -> None:
     server, pid = _stopped_server(tmux)
     ws.write_registry("version: 1\nsessions:\n" + _row("a", server))
+    # Run as from a terminal: under `nohup` (the suite may be) SIGHUP would be ignored, and mam keeps it so.
     proc = subprocess.Popen([sys.executable, "-m", "mam", "status"], env={**ws.env, "MAM_TIMEOUT": "30"},
-                            cwd=ws.root, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            cwd=ws.root, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=_default_signals)
     try:
         deadline = time.monotonic() + 10
         while not _clients_of(server):
@@ -130,6 +134,35 @@ def test_sigterm_and_sighup_during_status_leave_no_backend_process(ws: Workspace
     finally:
         proc.kill()
         os.kill(pid, signal.SIGCONT)
+
+
+def _default_signals() -> None:
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
+
+
+def test_under_nohup_a_hangup_leaves_the_status_to_finish(ws: Workspace, tmux: Tmux) -> None:
+    """A SIGHUP the caller ignores (nohup, a script's `&`) stays ignored: the command finishes its work."""
+    server, pid = _stopped_server(tmux)
+    ws.write_registry("version: 1\nsessions:\n" + _row("a", server))
+
+    def nohup() -> None:
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+    proc = subprocess.Popen([sys.executable, "-m", "mam", "status", "--json"], env={**ws.env, "MAM_TIMEOUT": "30"},
+                            cwd=ws.root, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=nohup)
+    try:
+        deadline = time.monotonic() + 10
+        while not _clients_of(server):
+            assert time.monotonic() < deadline, "mam never asked the server"
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGHUP)
+    finally:
+        os.kill(pid, signal.SIGCONT)  # the server answers now
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert json.loads(out)["sessions"][0]["live"] == "alive"
 
 
 def _described(pid: int) -> str:
