@@ -193,6 +193,8 @@ DRIFT_MEANING = {
          "(`mam prune` then removes such rows)",
     "B": "B: live on a server but not registered; --apply --adopt registers the named ones",
     "C": "C: registered stopped/terminated, but alive; --apply marks it running",
+    "D": "D: alive, and its server reports a resumable session the row does not hold; --apply records it for "
+         "`mam restore`",
 }
 
 

@@ -152,3 +152,35 @@ def test_a_kind_without_new_session_gets_no_session_id(ws: Workspace) -> None:
     spawn(ws, "coder-2", "--agent", "codex", "--server", "team")
     row = yaml.safe_load(ws.registry.read_text())["sessions"][0]
     assert "agent_session" not in row
+
+
+def test_a_session_herdr_reports_is_recorded_by_reconcile_and_resumed_by_restore(ws: Workspace) -> None:
+    """codex takes no session id from mam: herdr learns it from the agent (`agent_session`, kind id), reconcile
+    reports it as drift D and --apply records it, and restore resumes that conversation. A session that is a
+    path, or an id the agent would read as an option, is never taken."""
+    spawn(ws, "coder-2", "--agent", "codex", "--server", "team", "--cwd", str(ws.root), "--", "--full-auto")
+    spawn(ws, "coder-3", "--agent", "codex", "--server", "team", "--cwd", str(ws.root))
+    listed = json.loads((ws.herdr.session_dir("team") / "agents.json").read_text())
+    reported = {"coder-2": {"agent": "codex", "kind": "id", "source": "herdr:codex", "value": "019a-77c1"},
+                "coder-3": {"agent": "codex", "kind": "id", "source": "herdr:codex", "value": "--yolo"}}
+    for entry in listed:
+        entry["agent_session"] = reported[entry["name"]]
+    ws.herdr.set_agents("team", listed)
+    doc = ws.mam_json("reconcile")
+    assert [(d["class"], d["name"], d["action"], d.get("agent_session")) for d in doc["drifts"]] == [
+        ("D", "coder-2", "record_session", "019a-77c1")]
+    assert "agent_session" not in ws.registry.read_text()  # a report only
+    text = ws.mam("reconcile").stdout
+    assert "record_session" in text and "D: alive" in text
+    applied = ws.mam_json("reconcile", "--apply")
+    assert applied["written"] == 1
+    rows = {r["name"]: r for r in yaml.safe_load(ws.registry.read_text())["sessions"]}
+    assert rows["coder-2"]["agent_session"] == "019a-77c1" and "agent_session" not in rows["coder-3"]
+    assert ws.mam_json("reconcile")["drifts"] == []  # recorded: no drift left
+    listed[0]["agent_session"] = {"agent": "codex", "kind": "path", "source": "x", "value": "/tmp/s.jsonl"}
+    ws.herdr.set_agents("team", listed)
+    assert ws.mam_json("reconcile")["drifts"] == []  # a path is not an id: the recorded one stays
+    ws.herdr.stop("team")
+    ws.herdr.set_agents("team", [])
+    plan = {a["name"]: a["argv"] for a in ws.mam_json("restore", "--all", "--dry-run")["agents"]}
+    assert plan == {"coder-2": ["codex", "resume", "019a-77c1", "--full-auto"], "coder-3": ["codex"]}

@@ -47,7 +47,8 @@ herdr_sessions:
 """
 HERDR_AGENTS = [
     {"agent": "claude", "agent_status": "working", "cwd": "/repo", "name": "alive-1", "pane_id": "w1:p1"},
-    {"agent": "codex", "agent_status": "idle", "cwd": "/repo", "name": "back", "pane_id": "w1:p2"},
+    {"agent": "codex", "agent_session": {"agent": "codex", "kind": "id", "source": "herdr:codex", "value": "s-1"},
+     "agent_status": "idle", "cwd": "/repo", "name": "back", "pane_id": "w1:p2"},
     {"agent": "gemini", "agent_status": "done", "cwd": "/tmp", "name": "stray", "pane_id": "w1:p3"},
     {"agent": "codex", "agent_status": "blocked", "pane_id": "w1:p4"},  # unnamed
 ]
@@ -171,7 +172,7 @@ def test_reconcile_every_drift_class_then_apply_and_adopt(ws: Workspace) -> None
     ws.herdr.set_agents("live", HERDR_AGENTS)
     doc = checked(ws, "reconcile")
     assert {(d["class"], d["action"]) for d in doc["drifts"]} == {
-        ("A", "mark_terminated"), ("B", "report"), ("C", "mark_running")}
+        ("A", "mark_terminated"), ("B", "report"), ("C", "mark_running"), ("D", "record_session")}
     assert None in {d["name"] for d in doc["drifts"] if d["class"] == "B"}  # the unnamed agent
     doc = checked(ws, "reconcile", "--apply", "--adopt")
     assert doc["applied"] is True and doc["written"] > 0

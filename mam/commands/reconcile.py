@@ -21,7 +21,9 @@ from mam.servers import ServerKey, outcomes_for, resolve_explicit_backend
 
 @dataclass(frozen=True)
 class Drift:
-    cls: str  # A: registered active but absent; B: live but unregistered; C: registered inactive but alive
+    # A: registered active but absent; B: live but unregistered; C: registered inactive but alive; D: alive, and its
+    # server reports a resumable session the row does not hold
+    cls: str
     name: str | None
     backend: str
     server: str
@@ -32,6 +34,7 @@ class Drift:
     reason: str = ""  # for A: why it is taken as terminated
     seen: dict[str, Any] | None = field(default=None, compare=False)  # for A and C: the row as it was planned on
     host: str | None = None  # the server's SSH destination; None: this machine
+    session: str | None = None  # for D: the session id the server reports
 
     def as_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"class": self.cls, "name": self.name, "backend": self.backend,
@@ -40,6 +43,8 @@ class Drift:
         if self.cls == "B":
             doc["agent"] = self.agent.agent if self.agent else None
             doc["pane_id"] = self.agent.pane_id if self.agent else None
+        if self.cls == "D":
+            doc["agent_session"] = self.session
         return doc
 
     @property
@@ -63,7 +68,10 @@ def find_drifts(rows: list[Row], outcomes: Mapping[ServerKey, ServerOutcome], ad
     registered = {r.key for r in rows}
     for row in rows:
         outcome = outcomes[row.server_key]
-        live, _ = live_agent(row, outcome)
+        live, agent = live_agent(row, outcome)
+        if live == "alive" and agent is not None and agent.session and agent.session != row.agent_session:
+            drifts.append(Drift("D", row.name, row.backend, row.server, row.status, live, "record_session",
+                                seen=snapshot(row), host=row.host, session=agent.session))
         if live == "absent" and row.active:
             drifts.append(Drift("A", row.name, row.backend, row.server, row.status, live, "mark_terminated",
                                 reason=_absence_reason(row, outcome), seen=snapshot(row), host=row.host))
@@ -102,6 +110,9 @@ def make_change(drifts: list[Drift], written: list[Drift]) -> registry.Change:
             elif drift.cls == "C" and row is not None:
                 row.raw["status"] = "running"
                 written.append(drift)
+            elif drift.cls == "D" and row is not None and drift.session:
+                row.raw["agent_session"] = drift.session
+                written.append(drift)
             elif (drift.cls == "B" and drift.action == "adopt" and drift.key not in registered
                   and drift.agent is not None):
                 sessions = document.get(registry.SESSIONS)
@@ -136,7 +147,7 @@ def reconcile_document(app: App, apply: bool = False, adopt: bool = False, resto
     applied = False
     written: list[Drift] = []
     if apply:
-        fixes = [d for d in drifts if d.cls in "AC" or d.action == "adopt"]
+        fixes = [d for d in drifts if d.cls in "ACD" or d.action == "adopt"]
         if fixes:
             registry.update(reg.path, app.row_default_backend, make_change(fixes, written))
         applied = True

@@ -34,6 +34,9 @@ class Agent:
     state: str | None = None  # the backend's own agent state, when it has one
     cwd: str | None = None
     pane_id: str | None = None
+    # The agent's own resumable session id, when the backend reports one (herdr's `agent_session` of kind id):
+    # `mam reconcile --apply` records it in the row, so that restore can resume that conversation.
+    session: str | None = None
 
     def as_json(self) -> dict[str, object]:
         return {"name": self.name, "agent": self.agent, "state": self.state, "cwd": self.cwd,
