@@ -61,6 +61,16 @@ EXPECTED = {
 BOX = "─" * 60
 
 
+def test_the_shipped_file_reads_the_same_through_the_refusing_loader() -> None:
+    """The shipped file is read with libyaml's loader for speed; a user's file goes through the loader that
+    refuses anchors, duplicate keys and the like. The shipped one must pass that too, to the same kinds."""
+    from mam.kinds import library as kinds_library
+
+    path = kinds_library._shipped_path()
+    strict = kinds_library._load_file(path, path.read_text(encoding="utf-8"), {})
+    assert strict == kinds_library._shipped()
+
+
 def test_the_shipped_file_loads_and_every_rule_compiles_with_a_window() -> None:
     assert {"generic", "claude", "codex", "gemini", "opencode", "grok", "hermes", "aider"} <= set(SHIPPED.kinds)
     ids = [rule.id for kind in SHIPPED.kinds.values() for rule in kind.rules]
