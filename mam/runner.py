@@ -62,13 +62,15 @@ def _starting_here() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    _held.clear()  # one held by an earlier call and never raised (a second signal raised first) is spent
     _main_starting = True
     try:
         yield
     finally:
         _main_starting = False
         if _held:
-            signum = _held.pop(0)
+            # SIGTERM or SIGHUP over a Ctrl-C held with it: the stronger request decides the exit status.
+            signum = next((s for s in _held if s != signal.SIGINT), _held[0])
             _held.clear()
             handler = signal.getsignal(signum)
             if callable(handler):

@@ -230,3 +230,21 @@ def test_host_local_means_this_machine_in_rows_and_options(ws: Workspace, tmux: 
     assert ws.mam_json("stop", "here", "--host", "local", env=no_ssh)["status"] == "stopped"
     assert "here" not in tmux.run(server, "list-sessions", "-F", "#{session_name}", check=False).stdout.split()
     assert yaml.safe_load(ws.registry.read_text())["sessions"][0]["status"] == "stopped"
+
+
+def test_env_values_reach_the_agent_but_never_its_command_line(ws: Workspace, tmux: Tmux, tmp_path: Path) -> None:
+    """`--env NAME` hands the agent the caller's value exactly (tmux formats and ';' are data), through the
+    session's environment: tmux keeps a pane's start command for anyone who lists the server to read."""
+    server, seen = tmux.name(), tmp_path / "seen"
+    value = "s3cret #{pane_id} $(id) ;"
+    proc = ws.mam("spawn", "keeper", "--server", server, "--env", "MY_TOKEN", "--command", sys.executable, "--",
+                  "-c", f"import os, time\nopen({str(seen)!r}, 'w').write(os.environ['MY_TOKEN'])\ntime.sleep(600)",
+                  env={**ws.env, "MY_TOKEN": value})
+    assert proc.returncode == 0, proc.stderr
+    deadline = time.monotonic() + 10
+    while not (seen.exists() and seen.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert seen.read_text() == value
+    shown = tmux.run(server, "list-panes", "-a", "-F", "#{pane_start_command}").stdout
+    assert "s3cret" not in shown and "keeper" in tmux.run(server, "ls", "-F", "#{session_name}").stdout
+    assert "s3cret" not in ws.registry.read_text()

@@ -198,32 +198,34 @@ def test_demo_ends_by_restoring_what_it_killed(ws: Workspace) -> None:
 
 def test_an_ended_agent_kept_by_a_global_remain_on_exit_does_not_hold_its_name(ws: Workspace, tmux: Tmux,
                                                                                 tmp_path: Path) -> None:
-    """With `remain-on-exit on` in the user's tmux.conf, an agent that ended leaves a session of one dead pane.
-    It is no agent (status says absent), and it must not hold the name against restore or a new spawn; a
-    session where something still runs is never closed."""
+    """With `remain-on-exit on` in the user's tmux.conf, an agent that ended leaves a session of dead panes. It
+    is no agent (status says absent), and it must not hold the name against restore or a new spawn. A session
+    mam did not make, or one where anything still runs, is never closed."""
     conf = tmp_path / "tmux.conf"
     conf.write_text("set -g remain-on-exit on\n")
     env = {**ws.env, "MAM_TMUX_CONFIG": str(conf)}
     server, done = tmux.name(), tmp_path / "done"
     ended = f"import os, time\nwhile not os.path.exists({str(done)!r}): time.sleep(0.05)\n"
-    for name in ("gone", "again"):
+    for name in ("gone", "again", "mixed"):
         spawn(ws, name, "--server", server, "--command", sys.executable, "--", "-c", ended, env=env)
+    tmux.run(server, "new-session", "-d", "-s", "mine", "true")  # the user's own, kept dead by the option
     done.touch()
     deadline = time.monotonic() + 20
     while {s["live"] for s in ws.mam_json("status", env=env)["sessions"]} != {"absent"}:
         assert time.monotonic() < deadline, "the agents never ended"
         time.sleep(0.1)
-    remains = tmux.run(server, "list-panes", "-a", "-F", "#{session_name} #{pane_dead}").stdout.split("\n")
-    assert {"gone 1", "again 1"} <= set(remains)  # tmux kept both dead panes
+    remains = set(tmux.run(server, "list-panes", "-a", "-F", "#{session_name} #{pane_dead}").stdout.split("\n"))
+    assert {"gone 1", "again 1", "mixed 1", "mine 1"} <= remains  # tmux kept every dead pane
+    tmux.run(server, "split-window", "-d", "-t", "=mixed:", "sleep 600")  # something runs there again
     done.unlink()
     doc = ws.mam_json("restore", "gone", env=env)
     assert [a["outcome"] for a in doc["agents"]] == ["restored"], doc
-    assert ws.mam_json("stop", "again", env=env)["status"] == "terminated"
+    assert ws.mam_json("reconcile", "--apply", env=env)["written"] == 2  # again and mixed: terminated
     spawn(ws, "again", "--server", server, "--command", sys.executable, "--", "-c", ended, env=env)
     live = {s["name"]: s["live"] for s in ws.mam_json("status", env=env)["sessions"]}
-    assert live == {"gone": "alive", "again": "alive"}
-    # A session of the same name where a program runs is refused, never closed.
-    tmux.run(server, "new-session", "-d", "-s", "mine", "sleep 600")
-    proc = ws.mam("spawn", "mine", "--server", server, "--command", "sleep 600", env=env)
-    assert proc.returncode != 0 and "mine" in proc.stderr
-    assert "mine" in tmux.run(server, "list-sessions", "-F", "#{session_name}").stdout.split()
+    assert live == {"gone": "alive", "again": "alive", "mixed": "absent"}
+    for name in ("mixed", "mine"):
+        proc = ws.mam("spawn", name, "--server", server, "--command", "sleep 600", env=env)
+        assert proc.returncode != 0 and "duplicate session" in proc.stderr, proc.stderr
+    sessions = tmux.run(server, "list-panes", "-a", "-F", "#{session_name} #{pane_dead}").stdout.split("\n")
+    assert {"mixed 0", "mixed 1", "mine 1"} <= set(sessions)  # left as they were

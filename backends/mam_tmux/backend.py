@@ -63,6 +63,11 @@ _RECORD = re.compile(rf"(\$[0-9]+){SEP}{_TEXT}{SEP}([0-9]+){SEP}([0-9]+){SEP}(%[
 # A pane's end, as remain-on-exit keeps it: dead or not, its exit status, or the signal that killed it.
 PANE_STATE = SEP.join(["#{pane_id}", "#{pane_dead}", "#{pane_dead_status}", "#{pane_dead_signal}"])
 _PANE_ID = re.compile(r"%[0-9]+")
+_SESSION_ID = re.compile(r"\$[0-9]+")
+# A session's id, and "mam" when mam made it (its @mam_pane is set); then, for if-shell -F, true when no pane of
+# any of its windows is alive.
+_REMAINS_FORMAT = "#{session_id}" + SEP + "#{?@mam_pane,mam,}"
+_ALL_DEAD = "#{==:#{W:#{P:#{?pane_dead,,x}}},}"
 # What tmux knows of a pane for its state, printed before its capture: ids and numbers as they are, the command
 # (anyone's process name) escaped, last.
 FACTS_FORMAT = SEP.join(["#{pane_id}", "#{pane_dead}", "#{pane_dead_status}", "#{pane_dead_signal}",
@@ -356,11 +361,16 @@ class TmuxBackend:
         leftovers = self._server_only_variables(server, ctx)
         if isinstance(leftovers, Failure):
             return SpawnResult(False, "could not read the server's environment", failure=leftovers)
+        given = {name for name, _ in request.env}
         # tmux runs a command of one argument with `sh -c` and longer ones with execvp: starting with env makes
         # it at least two, so the argv runs exactly as given, never as shell text.
-        argv = ["env", *(part for name in leftovers for part in ("-u", name)), "--", *request.argv]
+        argv = ["env", *(part for name in leftovers if name not in given for part in ("-u", name)), "--",
+                *request.argv]
+        # The agent's own variables go in the session's environment (-e: not a format), never in the command
+        # line, which tmux keeps as the pane's start command for anyone who lists the server.
+        variables = [part for name, value in request.env for part in ("-e", literal(f"{name}={value}"))]
         args = ["new-session", "-d", "-s", literal_format(request.name), "-c", literal_format(request.cwd),
-                "-P", "-F", "#{pane_id}", "--", *(literal(arg) for arg in argv)]
+                *variables, "-P", "-F", "#{pane_id}", "--", *(literal(arg) for arg in argv)]
         # In the same invocation, so both are in place before anyone lists the session and before tmux can see
         # the program end (it learns of that in its event loop, after this invocation's commands have run);
         # without -t they apply to the session just made. remain-on-exit keeps a pane whose program ends, so
@@ -373,7 +383,8 @@ class TmuxBackend:
         result = self._run(server, args, timeout=ctx.timeout, env=ctx.env, query=False, cwd=request.cwd)
         if first_line(result.stderr).startswith("duplicate session:") and self._clear_remains(server, request.name,
                                                                                               ctx):
-            result = self._run(server, args, timeout=ctx.timeout, env=ctx.env, query=False, cwd=request.cwd)
+            # -N: had that session been the server's last, the server is gone, and this must not start one.
+            result = self._run(server, args, timeout=ctx.timeout, env=ctx.env, query=True, cwd=request.cwd)
         if result.returncode != 0 or result.stderr.strip():
             return SpawnResult(False, "tmux refused the new session", failure=Failure(self.name, server, result))
         pane_id = result.stdout.strip()
@@ -390,16 +401,18 @@ class TmuxBackend:
         return SpawnResult(False, f"{program!r} {ended}" + (f": {words}" if words else ""))
 
     def _clear_remains(self, server: str, name: str, ctx: CallContext) -> bool:
-        """Close session `name` when every pane of it is dead: what an ended agent leaves where remain-on-exit
-        is on (the listing has no agent there), which would hold its name forever. A session where anything
-        still runs is left alone. True when it is gone."""
-        target = literal("=" + name)
-        panes = self._run(server, ["list-panes", "-s", "-t", target, "-F", "#{pane_dead}"], timeout=ctx.timeout,
-                          env=ctx.env)
-        states = panes.stdout.split()
-        if panes.returncode != 0 or not states or set(states) != {"1"}:
+        """Close session `name` when mam made it (it has @mam_pane) and every pane of it is dead: what an ended
+        agent leaves where remain-on-exit is on (the listing has no agent there), which would hold its name
+        forever. A session mam did not make, or where anything runs, is left alone. True when it was asked to
+        close; the retried spawn tells whether the name is free."""
+        shown = self._run(server, ["list-panes", "-s", "-t", literal("=" + name), "-F", _REMAINS_FORMAT],
+                          timeout=ctx.timeout, env=ctx.env)
+        session_id, _, ours = shown.stdout.partition("\n")[0].partition(SEP)
+        if shown.returncode != 0 or not _SESSION_ID.fullmatch(session_id) or ours != "mam":
             return False
-        closed = self._run(server, ["kill-session", "-t", target], timeout=ctx.timeout, env=ctx.env)
+        # The test and the close in one step on the server: a pane respawned since is never killed.
+        closed = self._run(server, ["if-shell", "-F", "-t", session_id, _ALL_DEAD, f"kill-session -t '{session_id}'"],
+                           timeout=ctx.timeout, env=ctx.env)
         return closed.returncode == 0
 
     def _ended(self, server: str, pane_id: str, ctx: CallContext) -> str | None | Failure:
@@ -446,7 +459,9 @@ class TmuxBackend:
         client = run(["env", "-0"], timeout=ctx.timeout, env=ctx.env)
         if client.returncode != 0:
             return Failure(self.name, server, client)
-        has = {entry.split("=", 1)[0] for entry in client.stdout.split("\0") if "=" in entry}
+        has = {entry.split("=", 1)[0] for entry in client.stdout.split("\0") if entry}
+        if any("\n" in name for name in has):  # a login script's output before env's: the names are not sure
+            return Failure(self.name, server, client)
         names = []
         # A value holding a newline can add a line here, never hide one: at worst a name is unset needlessly.
         for line in result.stdout.splitlines():

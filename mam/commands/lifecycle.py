@@ -229,6 +229,16 @@ def with_env(argv: tuple[str, ...], assignments: list[str]) -> tuple[str, ...]:
     return ("env", "--", *assignments, *argv)
 
 
+def spawn_request(spec: BackendSpec, name: str, kind: str | None, cwd: str, argv: tuple[str, ...],
+                  assignments: list[str]) -> SpawnRequest:
+    """The request for `argv` with the variables of `assignments` (NAME=VALUE): handed to a backend that sets
+    them itself (`spawn_env`), else put in front of the argv by `env`."""
+    if spec.spawn_env:
+        pairs = tuple((name_, value) for name_, _, value in (a.partition("=") for a in assignments))
+        return SpawnRequest(name, kind, cwd, argv, env=pairs)
+    return SpawnRequest(name, kind, cwd, with_env(argv, assignments))
+
+
 def launch_spec(agent: str | None, command: str | None, args: list[str], cwd: str,
                 env_names: list[str]) -> dict[str, Any]:
     """What a row keeps to start the agent again (docs/registry.md): never a variable's value."""
@@ -413,7 +423,7 @@ def _spawn(app: App, name: str, agent: str | None, server: str, cwd: str | None,
     _write(app, _claim(key, fields, blocked))
     if blocked:  # another spawn of this name got the row first: leave it and its agent alone
         raise _taken(blocked[0])
-    request = SpawnRequest(name, kind, str(directory), with_env(argv, assignments))
+    request = spawn_request(spec, name, kind, str(directory), argv, assignments)
     row, outcome = launch(app, key, token, request, ctx, progress)
     return {"schema": 1, "session": session_entry(row, outcome)}
 

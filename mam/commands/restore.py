@@ -24,13 +24,14 @@ from mam.commands.lifecycle import (
     env_assignments,
     launch,
     missing_program,
+    spawn_request,
     with_env,
 )
 from mam.commands.rows import rows_named, snapshot
 from mam.commands.status import live_agent
 from mam.errors import MamError
 from mam.names import check_name
-from mam.plugin.records import CallContext, ServerOutcome, ServerState, SpawnRequest
+from mam.plugin.records import CallContext, ServerOutcome, ServerState
 from mam.progress import waiting
 from mam.registry import Row, RowKey
 from mam.runner import remote_route
@@ -192,7 +193,8 @@ def _restore(app: App, step: Step, progress: bool) -> None:
     assignments, step.env_missing = env_assignments(app, list(step.spec.get("env_names") or ()))
     kind = row.agent or step.spec.get("kind") or Path(step.argv[0]).name
     try:
-        request = SpawnRequest(row.name, kind, step.spec["cwd"], with_env(tuple(step.argv), assignments))
+        request = spawn_request(app.plugins.spec(row.backend), row.name, kind, step.spec["cwd"], tuple(step.argv),
+                                assignments)
     except MamError as exc:
         step.outcome, step.message = "failed", exc.message
         return

@@ -127,12 +127,15 @@ class BootstrapResult:
 
 @dataclass(frozen=True)
 class SpawnRequest:
-    """Start one agent: `argv` is run as given (no shell) in a new pane or session named `name`."""
+    """Start one agent: `argv` is run as given (no shell) in a new pane or session named `name`. `env` holds
+    the (NAME, VALUE) pairs the agent is to get, for a backend that declares `spawn_env` (it sets them itself,
+    out of the pane's command line); for any other, the core puts them in `argv` as `env -- NAME=VALUE ...`."""
 
     name: str
     agent: str | None
     cwd: str
     argv: tuple[str, ...]
+    env: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -268,6 +271,9 @@ class BackendSpec:
     # It runs an agent's argv itself on this machine, with the environment mam hands it (tmux, zellij; not herdr,
     # which types it into a shell of its own): spawn then checks that the program exists before anything starts.
     program_check: bool = False
+    # It sets SpawnRequest.env in the agent's environment itself (tmux: `new-session -e`), so that the values
+    # never stand in the pane's start command, which the server keeps and shows.
+    spawn_env: bool = False
 
 
 @dataclass(frozen=True)
