@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -89,17 +90,32 @@ def test_a_hung_server_answers_within_the_time_limit(ws: Workspace, tmux: Tmux) 
     assert elapsed < 3.2, (elapsed, baseline)
 
 
+def _default_signals() -> None:
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
+
+
+def _status_asking(ws: Workspace, servers: list[str], *args: str,
+                   preexec: Callable[[], None] = _default_signals) -> subprocess.Popen[bytes]:
+    """`mam status ARGS` (30 s limit), once a client of it waits on each of `servers`. By default it runs as
+    from a terminal: under `nohup` (the suite may be) SIGHUP would be ignored, and mam keeps it so."""
+    proc = subprocess.Popen([sys.executable, "-m", "mam", "status", *args], env={**ws.env, "MAM_TIMEOUT": "30"},
+                            cwd=ws.root, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=preexec)
+    deadline = time.monotonic() + 10
+    while not all(_clients_of(s) for s in servers):
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError("mam never asked the servers")
+        time.sleep(0.02)
+    return proc
+
+
 def test_sigint_during_status_leaves_no_backend_process(ws: Workspace, tmux: Tmux) -> None:
     stopped = [_stopped_server(tmux) for _ in range(2)]  # two servers: the queries run on threads
     ws.write_registry("version: 1\nsessions:\n" + "".join(_row(f"a{i}", s) for i, (s, _) in enumerate(stopped)))
-    proc = subprocess.Popen([sys.executable, "-m", "mam", "status"], env={**ws.env, "MAM_TIMEOUT": "30"},
-                            cwd=ws.root, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            preexec_fn=_default_signals)
+    proc = _status_asking(ws, [s for s, _ in stopped])
     try:
-        deadline = time.monotonic() + 10
-        while not all(_clients_of(s) for s, _ in stopped):
-            assert time.monotonic() < deadline, "mam never asked the servers"
-            time.sleep(0.02)
         proc.send_signal(signal.SIGINT)
         _, stderr = proc.communicate(timeout=5)
         assert proc.returncode == 130, stderr
@@ -116,15 +132,8 @@ def test_sigint_during_status_leaves_no_backend_process(ws: Workspace, tmux: Tmu
 def test_sigterm_and_sighup_during_status_leave_no_backend_process(ws: Workspace, tmux: Tmux, signum: int) -> None:
     server, pid = _stopped_server(tmux)
     ws.write_registry("version: 1\nsessions:\n" + _row("a", server))
-    # Run as from a terminal: under `nohup` (the suite may be) SIGHUP would be ignored, and mam keeps it so.
-    proc = subprocess.Popen([sys.executable, "-m", "mam", "status"], env={**ws.env, "MAM_TIMEOUT": "30"},
-                            cwd=ws.root, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            preexec_fn=_default_signals)
+    proc = _status_asking(ws, [server])
     try:
-        deadline = time.monotonic() + 10
-        while not _clients_of(server):
-            assert time.monotonic() < deadline, "mam never asked the server"
-            time.sleep(0.02)
         proc.send_signal(signum)
         proc.communicate(timeout=5)
         assert proc.returncode == 128 + signum
@@ -139,11 +148,6 @@ def test_sigterm_and_sighup_during_status_leave_no_backend_process(ws: Workspace
         os.kill(pid, signal.SIGCONT)
 
 
-def _default_signals() -> None:
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, signal.SIG_DFL)
-
-
 def test_under_nohup_a_hangup_leaves_the_status_to_finish(ws: Workspace, tmux: Tmux) -> None:
     """A SIGHUP the caller ignores (nohup, a script's `&`) stays ignored: the command finishes its work."""
     server, pid = _stopped_server(tmux)
@@ -152,14 +156,8 @@ def test_under_nohup_a_hangup_leaves_the_status_to_finish(ws: Workspace, tmux: T
     def nohup() -> None:
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
-    proc = subprocess.Popen([sys.executable, "-m", "mam", "status", "--json"], env={**ws.env, "MAM_TIMEOUT": "30"},
-                            cwd=ws.root, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            preexec_fn=nohup)
     try:
-        deadline = time.monotonic() + 10
-        while not _clients_of(server):
-            assert time.monotonic() < deadline, "mam never asked the server"
-            time.sleep(0.02)
+        proc = _status_asking(ws, [server], "--json", preexec=nohup)
         proc.send_signal(signal.SIGHUP)
     finally:
         os.kill(pid, signal.SIGCONT)  # the server answers now
