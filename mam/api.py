@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from mam.logfile import open_log, open_text_log
-from mam.names import NAME_PATTERN, is_valid_name
+from mam.names import NAME_PATTERN, SESSION_ID_PATTERN, is_valid_name
 from mam.plugin.listing import find_for_stop
 from mam.plugin.records import (
     AGENT_STATES,
@@ -58,9 +58,9 @@ def read_text(path: str, *, timeout: float, env: Mapping[str, str]) -> str | Non
 
 
 __all__ = [
-    "AGENT_STATES", "HOOK_API", "NAME_PATTERN", "Agent", "AgentState", "Backend", "BackendSpec", "BootstrapContext",
-    "BootstrapResult", "CallContext", "CommandResult", "ErrorKind", "Failure", "PaneCapture", "ScrubRule",
-    "SendResult", "ServerCommand", "ServerError", "ServerOptions", "SpawnRequest", "SpawnResult", "SpawningBackend",
-    "StopResult", "find_for_stop", "first_line", "hookimpl", "is_valid_name", "open_log", "open_text_log",
-    "parse_or_failure", "poll_until", "read_text", "run",
+    "AGENT_STATES", "HOOK_API", "NAME_PATTERN", "SESSION_ID_PATTERN", "Agent", "AgentState", "Backend", "BackendSpec",
+    "BootstrapContext", "BootstrapResult", "CallContext", "CommandResult", "ErrorKind", "Failure", "PaneCapture",
+    "ScrubRule", "SendResult", "ServerCommand", "ServerError", "ServerOptions", "SpawnRequest", "SpawnResult",
+    "SpawningBackend", "StopResult", "find_for_stop", "first_line", "hookimpl", "is_valid_name", "open_log",
+    "open_text_log", "parse_or_failure", "poll_until", "read_text", "run",
 ]

@@ -8,6 +8,9 @@ from mam.errors import MamError
 
 # docs/cli.md, "Names": starts with a letter or digit, so it can never read as an option or a shell word.
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+# An agent's own session id that mam hands back to it on resume (`--resume ID`): one plain word that no agent
+# reads as an option or a path (a UUID, `ses_01J...`, `019a-77c1`).
+SESSION_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 
 
 def is_valid_name(name: object) -> bool:

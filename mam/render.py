@@ -217,7 +217,9 @@ def reconcile_text(doc: dict[str, Any]) -> str:
     if doc["unconfirmed"]:
         parts.append(f"unconfirmed (their server could not be asked, so mam says nothing of them): "
                      f"{', '.join(doc['unconfirmed'])}")
-    fixes = sum(1 for d in doc["drifts"] if d["action"] != "report")
+    # Rows to fix (a row both C and D is one), as `written` counts them.
+    fixes = len({(d["class"] == "B", d["backend"], d["server"], d["host"], d["name"]) for d in doc["drifts"]
+                 if d["action"] != "report"})
     if not doc["applied"]:
         if fixes:
             parts.append("nothing written; run with --apply to fix")

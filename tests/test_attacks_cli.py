@@ -73,9 +73,12 @@ def _clients_of(server: str) -> list[int]:
 def test_a_hung_server_answers_within_the_time_limit(ws: Workspace, tmux: Tmux) -> None:
     server, pid = _stopped_server(tmux)
     ws.write_registry("version: 1\nsessions:\n" + _row("a", server))
-    started = time.monotonic()
-    assert ws.mam("version").returncode == 0  # what start-up alone costs on this machine now
-    baseline = time.monotonic() - started
+    samples = []
+    for _ in range(3):  # what start-up alone costs on this machine now: the least of three, so a spike is no excuse
+        started = time.monotonic()
+        assert ws.mam("version").returncode == 0
+        samples.append(time.monotonic() - started)
+    baseline = min(samples)
     try:
         started = time.monotonic()
         doc = ws.mam_json("status", env={**ws.env, "MAM_TIMEOUT": "2"})
@@ -114,8 +117,9 @@ def _status_asking(ws: Workspace, servers: list[str], *args: str,
 def test_sigint_during_status_leaves_no_backend_process(ws: Workspace, tmux: Tmux) -> None:
     stopped = [_stopped_server(tmux) for _ in range(2)]  # two servers: the queries run on threads
     ws.write_registry("version: 1\nsessions:\n" + "".join(_row(f"a{i}", s) for i, (s, _) in enumerate(stopped)))
-    proc = _status_asking(ws, [s for s, _ in stopped])
+    proc: subprocess.Popen[bytes] | None = None
     try:
+        proc = _status_asking(ws, [s for s, _ in stopped])
         proc.send_signal(signal.SIGINT)
         _, stderr = proc.communicate(timeout=5)
         assert proc.returncode == 130, stderr
@@ -123,7 +127,9 @@ def test_sigint_during_status_leaves_no_backend_process(ws: Workspace, tmux: Tmu
         time.sleep(0.2)
         assert [c for s, _ in stopped for c in _clients_of(s)] == []
     finally:
-        proc.kill()
+        if proc is not None:
+            proc.kill()
+            proc.wait()
         for _, pid in stopped:
             os.kill(pid, signal.SIGCONT)
 
@@ -132,8 +138,9 @@ def test_sigint_during_status_leaves_no_backend_process(ws: Workspace, tmux: Tmu
 def test_sigterm_and_sighup_during_status_leave_no_backend_process(ws: Workspace, tmux: Tmux, signum: int) -> None:
     server, pid = _stopped_server(tmux)
     ws.write_registry("version: 1\nsessions:\n" + _row("a", server))
-    proc = _status_asking(ws, [server])
+    proc: subprocess.Popen[bytes] | None = None
     try:
+        proc = _status_asking(ws, [server])
         proc.send_signal(signum)
         proc.communicate(timeout=5)
         assert proc.returncode == 128 + signum
@@ -144,7 +151,9 @@ def test_sigterm_and_sighup_during_status_leave_no_backend_process(ws: Workspace
             time.sleep(0.05)
         assert _clients_of(server) == [], [_described(c) for c in _clients_of(server)]
     finally:
-        proc.kill()
+        if proc is not None:
+            proc.kill()
+            proc.wait()
         os.kill(pid, signal.SIGCONT)
 
 

@@ -160,22 +160,27 @@ def test_a_session_herdr_reports_is_recorded_by_reconcile_and_resumed_by_restore
     path, or an id the agent would read as an option, is never taken."""
     spawn(ws, "coder-2", "--agent", "codex", "--server", "team", "--cwd", str(ws.root), "--", "--full-auto")
     spawn(ws, "coder-3", "--agent", "codex", "--server", "team", "--cwd", str(ws.root))
+    spawn(ws, "coder-4", "--agent", "claude", "--server", "team", "--cwd", str(ws.root))
     listed = json.loads((ws.herdr.session_dir("team") / "agents.json").read_text())
     reported = {"coder-2": {"agent": "codex", "kind": "id", "source": "herdr:codex", "value": "019a-77c1"},
-                "coder-3": {"agent": "codex", "kind": "id", "source": "herdr:codex", "value": "--yolo"}}
+                "coder-3": {"agent": "codex", "kind": "id", "source": "herdr:codex", "value": "--yolo"},
+                # the claude pane reports a codex session (another agent runs there now): not claude's to resume
+                "coder-4": {"agent": "codex", "kind": "id", "source": "herdr:codex", "value": "019a-0000"}}
     for entry in listed:
         entry["agent_session"] = reported[entry["name"]]
     ws.herdr.set_agents("team", listed)
     doc = ws.mam_json("reconcile")
     assert [(d["class"], d["name"], d["action"], d.get("agent_session")) for d in doc["drifts"]] == [
         ("D", "coder-2", "record_session", "019a-77c1")]
-    assert "agent_session" not in ws.registry.read_text()  # a report only
+    before = ws.registry.read_text()
+    assert "019a-77c1" not in before  # a report only
     text = ws.mam("reconcile").stdout
     assert "record_session" in text and "D: alive" in text
     applied = ws.mam_json("reconcile", "--apply")
     assert applied["written"] == 1
     rows = {r["name"]: r for r in yaml.safe_load(ws.registry.read_text())["sessions"]}
     assert rows["coder-2"]["agent_session"] == "019a-77c1" and "agent_session" not in rows["coder-3"]
+    assert rows["coder-4"]["agent_session"] != "019a-0000"  # mam's own --session-id UUID stays
     assert ws.mam_json("reconcile")["drifts"] == []  # recorded: no drift left
     listed[0]["agent_session"] = {"agent": "codex", "kind": "path", "source": "x", "value": "/tmp/s.jsonl"}
     ws.herdr.set_agents("team", listed)
@@ -183,4 +188,19 @@ def test_a_session_herdr_reports_is_recorded_by_reconcile_and_resumed_by_restore
     ws.herdr.stop("team")
     ws.herdr.set_agents("team", [])
     plan = {a["name"]: a["argv"] for a in ws.mam_json("restore", "--all", "--dry-run")["agents"]}
-    assert plan == {"coder-2": ["codex", "resume", "019a-77c1", "--full-auto"], "coder-3": ["codex"]}
+    assert plan["coder-2"] == ["codex", "resume", "019a-77c1", "--full-auto"] and plan["coder-3"] == ["codex"]
+    assert plan["coder-4"] == ["claude", "--resume", rows["coder-4"]["agent_session"]]
+
+
+@pytest.mark.parametrize("value", ["--yolo", "../../tmp/evil", "/tmp/s", "a b", "x\x1b[2J", "", "a" * 200])
+def test_a_reported_session_that_is_no_plain_id_is_never_taken(value: str) -> None:
+    from mam_herdr.backend import parse_agent_list
+
+    def listing(session: object) -> str:
+        entry = {"agent": "codex", "agent_session": session, "agent_status": "idle", "name": "a", "pane_id": "w1:p1"}
+        return json.dumps({"id": "cli:agent:list", "result": {"agents": [entry], "type": "agent_list"}})
+
+    plain = {"agent": "codex", "kind": "id", "source": "herdr:codex", "value": "019a-77c1"}
+    assert parse_agent_list(listing(plain))[0].session == "019a-77c1"
+    assert parse_agent_list(listing({**plain, "value": value}))[0].session is None
+    assert parse_agent_list(listing({**plain, "kind": "path"}))[0].session is None

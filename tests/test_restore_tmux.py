@@ -123,6 +123,8 @@ def test_kill_server_then_restore_brings_all_back_with_their_args_and_sessions(
     assert after["one"]["agent_session"] == "sess-1111"
     live = {s["name"]: s["live"] for s in ws.mam_json("status")["sessions"]}
     assert live == dict.fromkeys(("one", "two", "three"), "alive")
+    # The value reached the agent, never its command line.
+    assert "second" not in tmux.run(server, "list-panes", "-a", "-F", "#{pane_start_command}").stdout
     assert ws.mam_json("restore", "--all")["agents"] == []  # nothing left to do: a second run starts nothing
     assert len(agents.starts()) == 6
 

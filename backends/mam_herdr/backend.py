@@ -7,6 +7,7 @@ import subprocess
 from typing import Any
 
 from mam.api import (
+    SESSION_ID_PATTERN,
     Agent,
     BootstrapContext,
     BootstrapResult,
@@ -63,21 +64,22 @@ def parse_agent_list(stdout: str) -> tuple[Agent, ...]:
             raise ValueError("an agent entry is not an object")
         agents.append(Agent(name=_opt_str(entry, "name"), agent=_opt_str(entry, "agent"),
                             state=_opt_str(entry, "agent_status"), cwd=_opt_str(entry, "cwd"),
-                            pane_id=_opt_str(entry, "pane_id"), session=_session_id(entry.get("agent_session"))))
+                            pane_id=_opt_str(entry, "pane_id"),
+                            session=_session_id(entry.get("agent_session"), _opt_str(entry, "agent"))))
     return tuple(agents)
 
 
-def _session_id(reported: object) -> str | None:
-    """The id of `agent_session` ({"agent", "kind", "source", "value"}) when its kind is `id` and the id could
-    be handed to the agent as one argument: anything in the pane may report a session, so a value that starts
-    with '-' (an option to the agent), holds spaces or control characters, or is long is never taken. A `path`
-    session (a file) is not resumable by id."""
-    if not isinstance(reported, dict) or reported.get("kind") != "id":
+def _session_id(reported: object, kind: str | None) -> str | None:
+    """The id of `agent_session` ({"agent", "kind", "source", "value"}) when its kind is `id`, it was reported
+    for the agent kind the pane runs (a pane that now runs another agent reports that one's), and it looks
+    like an id: anything in the pane may report a session, so a value an agent could read as an option or a
+    path (a leading '-', a '/', '..') is never taken. A `path` session (a file) is not resumable by id."""
+    if not isinstance(reported, dict) or reported.get("kind") != "id" or kind is None:
         return None
     value = reported.get("value")
-    if not isinstance(value, str) or not 0 < len(value) <= 200 or value.startswith("-"):
+    if reported.get("agent") != kind or not isinstance(value, str):
         return None
-    return value if all(ch.isprintable() and not ch.isspace() for ch in value) else None
+    return value if SESSION_ID_PATTERN.fullmatch(value) and ".." not in value else None
 
 
 def structured_error(stderr: str) -> dict[str, Any] | None:

@@ -69,7 +69,9 @@ def find_drifts(rows: list[Row], outcomes: Mapping[ServerKey, ServerOutcome], ad
     for row in rows:
         outcome = outcomes[row.server_key]
         live, agent = live_agent(row, outcome)
-        if live == "alive" and agent is not None and agent.session and agent.session != row.agent_session:
+        # Only a session of the agent the row is about: a pane that now runs another kind reports that one's.
+        if (live == "alive" and agent is not None and agent.session and agent.session != row.agent_session
+                and (row.agent is None or agent.agent is None or agent.agent == row.agent)):
             drifts.append(Drift("D", row.name, row.backend, row.server, row.status, live, "record_session",
                                 seen=snapshot(row), host=row.host, session=agent.session))
         if live == "absent" and row.active:
@@ -165,7 +167,8 @@ def reconcile_document(app: App, apply: bool = False, adopt: bool = False, resto
                               if r.server_key in unknown),
         "drifts": [d.as_json() for d in drifts],
         "applied": applied,  # --apply was given and its pass is on disk, even with nothing to write
-        "written": len(written),  # rows --apply changed or added; fewer than its fixes when rows changed meanwhile
+        # rows --apply changed or added (a row both C and D counts once); fewer when rows changed meanwhile
+        "written": len({d.key for d in written}),
         "restore": _restore_all(app) if restore else None,
     }
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from mam.errors import MamError
+from mam.names import SESSION_ID_PATTERN
 
 RULE_STATES = ("blocked", "working", "idle")  # in rank order: the first state whose rule matches wins
 MAX_LINES = 200
@@ -111,12 +112,13 @@ class Library:
         entry = self.kinds.get(kind)
         if entry is None or entry.resume is None:
             return None
-        if not session or session.startswith("-") or any(not ch.isprintable() or ch.isspace() for ch in session):
-            # An id like "--dangerously-skip-permissions" would be read by the agent as an option.
+        if not SESSION_ID_PATTERN.fullmatch(session) or ".." in session:
+            # An id like "--dangerously-skip-permissions" would be read by the agent as an option, one like
+            # "../x" as a path to some other transcript.
             from mam.registry import yamlio
 
             raise MamError("invalid_name", f"agent session id {yamlio.brief(session, 80)} cannot be resumed: "
-                           "it is empty, starts with '-' or holds spaces or control characters")
+                           "it must be one word of letters, digits and . _ : - (not starting with '-', no '/' or '..')")
         kept = [word for word, is_option in _session_words(entry.session_options, args) if not is_option]
         head, tail = _split_dashdash(kept)
         out = [program]
