@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import time
+from pathlib import Path
 
 import yaml
 
@@ -68,3 +70,28 @@ def test_stop_of_an_unknown_name_says_what_to_do(ws: Workspace) -> None:
     proc = ws.mam("stop", "nobody", "--json")
     assert proc.returncode == 1
     assert json.loads(proc.stdout)["error"]["hint"].startswith("`mam --backend herdr stop --force nobody --server mam`")
+
+
+def test_env_values_reach_a_herdr_agent_through_its_pane_not_its_command(ws: Workspace, tmp_path: Path) -> None:
+    """`--env NAME` on herdr: the value goes in the new pane's environment (`workspace create --env`), which the
+    shell herdr types the agent into passes on; the typed line and the registry never hold it."""
+    bin_dir, seen = tmp_path / "bin", tmp_path / "seen"
+    bin_dir.mkdir()
+    claude = bin_dir / "claude"
+    claude.write_text(f'#!/bin/sh\nprintf %s "$MY_TOKEN" > {seen}\n')
+    claude.chmod(0o755)
+    value = "s3cret $(id) ; 'x'"
+    env = {**ws.env, "MY_TOKEN": value, "PATH": f"{ws.env['PATH']}:{bin_dir}"}
+    proc = ws.mam("spawn", "coder-1", "--agent", "claude", "--server", "team", "--env", "MY_TOKEN", env=env)
+    assert proc.returncode == 0, proc.stderr
+    deadline = time.monotonic() + 10
+    while not seen.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert seen.read_text() == value
+    calls = [c["argv"] for c in ws.herdr.calls()]
+    create = next(c for c in calls if c[2:4] == ["workspace", "create"])
+    assert create[create.index("--env") + 1] == f"MY_TOKEN={value}"
+    start = next(c for c in calls if c[2:4] == ["agent", "start"])
+    assert not any("s3cret" in word for word in start)
+    row = yaml.safe_load(ws.registry.read_text())["sessions"][0]
+    assert row["spec"]["env_names"] == ["MY_TOKEN"] and "s3cret" not in ws.registry.read_text()

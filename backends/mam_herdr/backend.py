@@ -213,8 +213,11 @@ class HerdrBackend:
             shown = first if len(first) <= 60 else first[:60] + "..."
             return SpawnResult(False, f"herdr runs {kind}'s own program {program!r}, not {shown!r} "
                                       "(--command is for tmux and zellij)")
+        # The agent's own variables go in the new pane's environment (`--env K=V` adds or overrides), which
+        # the shell herdr types the program into passes on.
+        variables = [part for name, value in request.env for part in ("--env", f"{name}={value}")]
         created = self._call(server, ["workspace", "create", "--cwd", request.cwd, "--label", request.name,
-                                      "--no-focus"], ctx, "workspace_created")
+                                      *variables, "--no-focus"], ctx, "workspace_created")
         if isinstance(created, Failure):
             return SpawnResult(False, "herdr workspace create failed", failure=created)
         pane = created.get("root_pane")

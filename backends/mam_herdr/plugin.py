@@ -44,4 +44,5 @@ def mam_backends() -> list[BackendSpec]:
                         executable="herdr", load=_load, markers=MARKERS,
                         server_options=SERVER_OPTIONS, name_rule=agent_name_rule,
                         # `herdr server` stays in the foreground: it is started as a detached local process
-                        remote_bootstrap=False)]
+                        remote_bootstrap=False,
+                        spawn_env=True)]  # `workspace create --env`

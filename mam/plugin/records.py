@@ -271,8 +271,8 @@ class BackendSpec:
     # It runs an agent's argv itself on this machine, with the environment mam hands it (tmux, zellij; not herdr,
     # which types it into a shell of its own): spawn then checks that the program exists before anything starts.
     program_check: bool = False
-    # It sets SpawnRequest.env in the agent's environment itself (tmux: `new-session -e`), so that the values
-    # never stand in the pane's start command, which the server keeps and shows.
+    # It sets SpawnRequest.env in the agent's environment itself (tmux: `new-session -e`, herdr: `workspace
+    # create --env`), so that the values never stand in the pane's start command, which the server keeps and shows.
     spawn_env: bool = False
 
 
