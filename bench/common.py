@@ -39,7 +39,11 @@ def run_ms(argv: Sequence[str], env: Mapping[str, str], cwd: str, limit: float =
     elapsed = (time.perf_counter() - started) * 1000
     watchdog.cancel()
     if code != 0:
-        raise subprocess.CalledProcessError(code, list(argv))
+        # Said with its reason: run once more, untimed, with stderr kept (a pipe would change the timing above).
+        again = subprocess.run(list(argv), env=dict(env), cwd=cwd, stdin=subprocess.DEVNULL,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=limit)
+        raise RuntimeError(f"{' '.join(argv)} exited {code} (-9: killed after {limit:g} s); run again, it "
+                           f"exited {again.returncode}: {again.stderr.strip()[-2000:]}")
     return elapsed
 
 
