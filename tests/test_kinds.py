@@ -71,6 +71,39 @@ def test_the_shipped_file_reads_the_same_through_the_refusing_loader() -> None:
     assert strict == kinds_library._shipped()
 
 
+def test_the_json_twin_is_made_from_the_shipped_yaml_as_it_is_now() -> None:
+    """agents.json stands in for agents.yaml only while it was made from that exact text; after an edit of
+    agents.yaml, `python3 -m mam.kinds` writes it again (this test fails until then)."""
+    from mam.kinds import library as kinds_library
+
+    yaml_text = kinds_library._shipped_path().read_text(encoding="utf-8")
+    assert kinds_library._twin_path().read_text(encoding="utf-8") == kinds_library.twin_text(yaml_text), \
+        "agents.json is stale: run `python3 -m mam.kinds`"
+    assert kinds_library._twin_document(yaml_text) is not None
+
+
+@pytest.mark.parametrize("twin", ["stale", "missing", "garbage"])
+def test_without_a_current_twin_the_yaml_is_what_counts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         twin: str) -> None:
+    """An agents.yaml edited in place (or a twin lost or broken) is read as YAML: the twin never wins over it."""
+    from mam.kinds import library as kinds_library
+
+    shipped = kinds_library._shipped_path().read_text(encoding="utf-8")
+    yaml_file, json_file = tmp_path / "agents.yaml", tmp_path / "agents.json"
+    json_file.write_text(kinds_library.twin_text(shipped))  # made from the text before the edit
+    edited = shipped.replace("kinds:\n", "kinds:\n  edited:\n    programs: [edited-agent]\n", 1)
+    assert edited != shipped
+    yaml_file.write_text(edited)
+    if twin == "missing":
+        json_file.unlink()
+    elif twin == "garbage":
+        json_file.write_text("{not json")
+    monkeypatch.setattr(kinds_library, "_shipped_path", lambda: yaml_file)
+    monkeypatch.setattr(kinds_library, "_twin_path", lambda: json_file)
+    # Unwrapped: the process's cached library stays the one every other test uses.
+    assert kinds_library._shipped.__wrapped__()["edited"].programs == ("edited-agent",)
+
+
 def test_the_shipped_file_loads_and_every_rule_compiles_with_a_window() -> None:
     assert {"generic", "claude", "codex", "gemini", "opencode", "grok", "hermes", "aider"} <= set(SHIPPED.kinds)
     ids = [rule.id for kind in SHIPPED.kinds.values() for rule in kind.rules]

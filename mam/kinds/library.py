@@ -211,13 +211,59 @@ def _shipped_path() -> Path:
     return Path(__file__).with_name("agents.yaml")
 
 
+def _twin_path() -> Path:
+    return Path(__file__).with_name("agents.json")
+
+
+def _fingerprint(text: str) -> str:
+    """Which text of agents.yaml the twin was made from (zlib: hashlib alone costs 5 ms to import)."""
+    import zlib
+
+    data = text.encode("utf-8")
+    return f"{len(data)}:{zlib.crc32(data):08x}"
+
+
+def twin_text(yaml_text: str) -> str:
+    """agents.json for `yaml_text`: its document, with the fingerprint of the text it came from."""
+    import json
+
+    return json.dumps({"made_from": _fingerprint(yaml_text), "document": _trusted_yaml(yaml_text)},
+                      indent=1) + "\n"
+
+
+def _trusted_yaml(text: str) -> object:
+    """mam's own YAML, read with libyaml's loader when PyYAML has it (a tenth of the time of the refusing
+    loader a user's file goes through; a test checks that both read agents.yaml alike)."""
+    import yaml
+
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # a safe loader
+
+
+def _twin_document(yaml_text: str) -> object | None:
+    """The shipped document from agents.json when that was made from exactly this agents.yaml, else None."""
+    import json
+
+    try:
+        twin = json.loads(_twin_path().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(twin, dict) or twin.get("made_from") != _fingerprint(yaml_text):
+        return None  # agents.yaml was edited after the twin was made: the YAML is what counts
+    return twin.get("document")
+
+
 @functools.lru_cache(maxsize=1)
 def _shipped() -> dict[str, Kind]:
-    """The shipped file, parsed once per process. It is mam's own, not a user's: read with libyaml's loader when
-    PyYAML has it (a tenth of the time of the refusing loader a user's file goes through; a test checks that
-    both read it alike)."""
+    """The shipped file, parsed once per process. agents.yaml is the source; agents.json beside it is the same
+    document as JSON (`python3 -m mam.kinds` writes it; a test checks it is current), read instead when it was
+    made from this very text: importing PyYAML and parsing cost 10 ms of every status that reads screens. It is
+    mam's own file, not a user's: without the twin it is read by `_trusted_yaml`."""
     path = _shipped_path()
-    return _load_file(path, path.read_text(encoding="utf-8"), {}, trusted=True)
+    text = path.read_text(encoding="utf-8")
+    document = _twin_document(text)
+    if document is None:
+        return _load_file(path, text, {}, trusted=True)
+    return _from_document(path, text, document, {})
 
 
 def load_library(user_file: Path | None) -> Library:
@@ -237,17 +283,22 @@ def load_library(user_file: Path | None) -> Library:
 
 
 def _load_file(path: Path, text: str, base: Mapping[str, Kind], trusted: bool = False) -> dict[str, Kind]:
-    from mam.registry import yamlio
-
     if trusted:
-        import yaml
-
-        document = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # a safe loader
+        document = _trusted_yaml(text)
     else:
+        from mam.registry import yamlio
+
         document = yamlio.load_or_refuse(text, path, "invalid_config", _HINT)
+    return _from_document(path, text, document, base)
+
+
+def _from_document(path: Path, text: str, document: object, base: Mapping[str, Kind]) -> dict[str, Kind]:
+    """The kinds of a parsed file laid over `base`; a refusal names the line of `text` it is about."""
     try:
         return _merge(base, _document(document, base))
     except _Invalid as err:
+        from mam.registry import yamlio
+
         line = yamlio.line_of(text, err.where, at_key=err.at_key)
         raise yamlio.refusal("invalid_config", path, line, err.message, _HINT) from None
 
