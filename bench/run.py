@@ -146,6 +146,10 @@ def markdown(results: dict[str, Any], chart_line: str) -> str:
         "",
         tmux_status.table(results["tmux"]),
         "",
+        "`mam status` here reads every agent's state as well (after its listing, one capture call per server), "
+        "as a user's status does; the loops only list. mam's own start-up (the interpreter, its imports and the "
+        "plugin manager) is a fixed cost the loops do not pay: at these N the sequential loop stays ahead.",
+        "",
         "Where the time goes (`bench/profile_status.py`: each phase timed inside a fresh process):",
         "",
         profile_status.table(results["profile"]),
