@@ -44,6 +44,26 @@ def test_herdr_agents_come_back_resumed_after_their_server_stopped(ws: Workspace
     assert status == {"coder-1": ("running", "alive"), "coder-2": ("running", "alive")}
 
 
+def test_a_name_on_two_servers_is_restored_by_its_server(ws: Workspace) -> None:
+    """`restore NAME` for a name registered on two servers says to pass --server, and --server takes it."""
+    ws.write_registry("sessions:\n" + "".join(
+        f"  - {{name: coder, server: {server}, status: terminated, spec: {{kind: {kind}, args: [], cwd: {ws.root}}}}}\n"
+        for server, kind in (("east", "claude"), ("west", "codex"))))
+    proc = ws.mam("restore", "coder", "--dry-run")
+    assert proc.returncode == 2 and "registered on several servers" in proc.stderr
+    assert "hint: pass --server NAME" in proc.stderr
+    plan = ws.mam_json("restore", "coder", "--server", "west", "--dry-run")
+    assert [(a["server"], a["argv"]) for a in plan["agents"]] == [("west", ["codex"])]
+    plan = ws.mam_json("restore", "--all", "--server", "east", "--dry-run")
+    assert [a["server"] for a in plan["agents"]] == ["east"]
+    text = ws.mam("restore", "coder", "--server", "west", "--dry-run")
+    assert text.returncode == 0 and text.stdout.splitlines()[1:] == ["  argv: codex"], text.stdout
+    proc = ws.mam("restore", "coder", "--server", "north", "--dry-run")
+    assert proc.returncode == 1 and "coder is not registered on server north" in proc.stderr
+    assert ws.mam("restore", "coder", "--server", "-L", "--dry-run").returncode == 2
+    assert ws.herdr.server_starts() == []
+
+
 def test_a_row_whose_server_is_unknown_is_never_restored(ws: Workspace) -> None:
     ws.write_registry("sessions:\n"
                       f"  - {{name: far, server: flaky, status: terminated, spec: {{kind: claude, args: [],"

@@ -154,6 +154,9 @@ def restore(ctx: typer.Context,
             all_rows: Annotated[bool, typer.Option(
                 "--all", help="every terminated agent, and every running one its server does not list (stopped ones "
                               "only by NAME); give NAME... or --all")] = False,
+            server: Annotated[str | None, typer.Option("--server", metavar="NAME", autocompletion=complete.servers,
+                                                       help="only the rows on this server")] = None,
+            host: HostFilter = None,
             dry_run: Annotated[bool, typer.Option("--dry-run", help="print the plan, start nothing")] = False,
             as_json: Json = False) -> int:
     call = begin(ctx, as_json)
@@ -164,10 +167,16 @@ def restore(ctx: typer.Context,
     if names and all_rows:
         raise MamError("usage", "NAME... and --all contradict each other", hint="drop one of them")
     app = call.open()
-    doc = restore_document(app, names or [], all_rows=all_rows, dry_run=dry_run, progress=not call.json)
+    doc = restore_document(app, names or [], all_rows=all_rows, dry_run=dry_run, progress=not call.json,
+                           server=server, host=host)
     code = say_unanswered(app, doc)
+    import shlex
+
+    # A plan shows the command each agent would get (`argv`, quoted as a shell would need it to be).
     lines = [visible(f"{a['name']} ({a['backend']} server {a['server']}): {a['outcome'].replace('_', ' ')}: "
-                     f"{a['message']}") for a in doc["agents"]]
+                     f"{a['message']}") + (f"\n  argv: {visible(shlex.join(a['argv']))}" if dry_run and a.get("argv")
+                                           else "")
+             for a in doc["agents"]]
     emit(doc, call.json, "\n".join(lines) or "nothing to restore")
     # A named agent left as it was (its server could not be asked, another restore took it) is not restored:
     # a script's `mam restore NAME && ...` must not go on as if it were.

@@ -240,24 +240,35 @@ def _bootstrap(app: App, key: ServerKey, steps: list[Step], progress: bool) -> N
             step.outcome, step.message = "failed", exc.message
 
 
-def restore_plan(app: App, names: list[str], all_rows: bool) -> tuple[list[Step], dict[ServerKey, ServerOutcome]]:
+def restore_plan(app: App, names: list[str], all_rows: bool, server: str | None = None,
+                 host: str | None = None) -> tuple[list[Step], dict[ServerKey, ServerOutcome]]:
+    """The steps for the rows meant: `names` (each one row, on `server` and `host` when given), or every row
+    (of those) with `all_rows`."""
     if not names and not all_rows:
         raise MamError("usage", "say which agents to restore: NAME..., or --all",
                        hint="`mam restore --all --dry-run` shows what would be restored")
     for name in names:
         check_name(name, "agent name")
+    if server is not None:
+        check_name(server, "server name")
+    from mam.commands.status import checked_host, host_key
+
+    host = checked_host(host)
     explicit = resolve_explicit_backend(app)
     reg = app.load_registry()
     if names:
         rows: list[Row] = []
         for name in dict.fromkeys(names):
-            found = rows_named(app, reg, name, None)
+            found = rows_named(app, reg, name, server, host)
             if not found:
-                raise MamError("operation_failed", f"{name} is not registered here ({reg.path})",
+                on = f" on server {server}" if server is not None else ""
+                raise MamError("operation_failed", f"{name} is not registered{on} here ({reg.path})",
                                hint="`mam status` lists what is registered")
             rows.extend(found)
     else:
-        rows = [r for r in reg.rows if explicit is None or r.backend == explicit]
+        there = None if host is None else host_key(host)
+        rows = [r for r in reg.rows if (explicit is None or r.backend == explicit)
+                and (server is None or r.server == server) and (there is None or (r.host or "") == there)]
     outcomes = outcomes_for(app, {r.server_key for r in rows})
     from mam.kinds.library import load_library
 
@@ -285,8 +296,8 @@ def plan_summary(steps: list[Step]) -> dict[str, int]:
 
 
 def restore_document(app: App, names: list[str], all_rows: bool = False, dry_run: bool = False,
-                     progress: bool = False) -> dict[str, Any]:
-    steps, outcomes = restore_plan(app, names, all_rows)
+                     progress: bool = False, server: str | None = None, host: str | None = None) -> dict[str, Any]:
+    steps, outcomes = restore_plan(app, names, all_rows, server, host)
     if not dry_run:
         run_plan(app, steps, progress)
     return {"schema": 1, "workspace": str(app.workspace.root), "registry": str(app.workspace.registry_path),
