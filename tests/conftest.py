@@ -71,9 +71,10 @@ class FakeHerdr:
         finally:
             sock.close()
 
-    def start(self, name: str) -> None:
-        """Start a fake server as a user would have, outside mam, and wait until it listens."""
-        proc = subprocess.Popen([str(FAKES / "herdr"), "--session", name, "server"], env=self.env,
+    def start(self, name: str, env: dict[str, str] | None = None) -> None:
+        """Start a fake server as a user would have, outside mam (with `env`, else the workspace's), and wait
+        until it listens."""
+        proc = subprocess.Popen([str(FAKES / "herdr"), "--session", name, "server"], env=env or self.env,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                 start_new_session=True)
         self.started.append(proc)

@@ -78,16 +78,19 @@ def test_env_values_reach_a_herdr_agent_through_its_pane_not_its_command(ws: Wor
     bin_dir, seen = tmp_path / "bin", tmp_path / "seen"
     bin_dir.mkdir()
     claude = bin_dir / "claude"
-    claude.write_text(f'#!/bin/sh\nprintf %s "$MY_TOKEN" > {seen}\n')
+    claude.write_text(f'#!/bin/sh\nprintf "%s|%s" "$MY_TOKEN" "$ONLY_HERE" > {seen}\n')
     claude.chmod(0o755)
     value = "s3cret $(id) ; 'x'"
-    env = {**ws.env, "MY_TOKEN": value, "PATH": f"{ws.env['PATH']}:{bin_dir}"}
+    path = f"{ws.env['PATH']}:{bin_dir}"
+    # A server that has neither variable: the pane can get MY_TOKEN only by --env.
+    ws.herdr.start("team", env={**ws.env, "PATH": path})
+    env = {**ws.env, "MY_TOKEN": value, "ONLY_HERE": "mam's own", "PATH": path}
     proc = ws.mam("spawn", "coder-1", "--agent", "claude", "--server", "team", "--env", "MY_TOKEN", env=env)
     assert proc.returncode == 0, proc.stderr
     deadline = time.monotonic() + 10
     while not seen.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert seen.read_text() == value
+    assert seen.read_text() == f"{value}|"  # and a variable of mam's own, not passed, is not the pane's
     calls = [c["argv"] for c in ws.herdr.calls()]
     create = next(c for c in calls if c[2:4] == ["workspace", "create"])
     assert create[create.index("--env") + 1] == f"MY_TOKEN={value}"

@@ -316,10 +316,24 @@ def settler(app: App, key: RowKey, token: str) -> Any:
     return settle
 
 
+HIDDEN = "***"
+MIN_HIDDEN = 3  # shorter values (a flag like "1") are no secrets, and hiding them would garble every message
+
+
+def hide_values(text: str, assignments: list[str]) -> str:
+    """`text` with the value of each `--env` assignment (NAME=VALUE) written as ***: a backend's error, or the
+    last line an agent printed as it died, may quote one, and the registry keeps only variable names."""
+    for value in sorted((a.partition("=")[2] for a in assignments), key=len, reverse=True):
+        if len(value) >= MIN_HIDDEN:
+            text = text.replace(value, HIDDEN)
+    return text
+
+
 def launch(app: App, key: RowKey, token: str, request: SpawnRequest, ctx: CallContext, progress: bool,
-           done: dict[str, Any] | None = None) -> tuple[Row, ServerOutcome]:
+           done: dict[str, Any] | None = None, assignments: list[str] | None = None) -> tuple[Row, ServerOutcome]:
     """Ask the backend to start the agent of the row claimed with `token`, wait until its server lists it, and
-    write the outcome to that row only (with `done` on success). Raises with the reason when it did not start."""
+    write the outcome to that row only (with `done` on success). Raises with the reason when it did not start;
+    the values of `assignments` (its --env NAME=VALUE) never stand in the reason."""
     backend_name, server, name, host = key
     backend = app.plugins.backend(backend_name)
     settle = settler(app, key, token)
@@ -330,6 +344,7 @@ def launch(app: App, key: RowKey, token: str, request: SpawnRequest, ctx: CallCo
         detail = result.message
         if result.failure is not None:
             detail += ": " + app.plugins.classify(backend, result.failure).message
+        detail = hide_values(detail, assignments or [])
         if may_have_started(result.failure):  # never record as gone what may be running
             raise MamError("operation_failed", f"{backend_name} gave no clear answer to starting {name}: {detail}",
                            hint=UNSETTLED)
@@ -424,7 +439,7 @@ def _spawn(app: App, name: str, agent: str | None, server: str, cwd: str | None,
     if blocked:  # another spawn of this name got the row first: leave it and its agent alone
         raise _taken(blocked[0])
     request = spawn_request(spec, name, kind, str(directory), argv, assignments)
-    row, outcome = launch(app, key, token, request, ctx, progress)
+    row, outcome = launch(app, key, token, request, ctx, progress, assignments=assignments)
     return {"schema": 1, "session": session_entry(row, outcome)}
 
 

@@ -215,7 +215,8 @@ def _restore(app: App, step: Step, progress: bool) -> None:
     ctx = CallContext(timeout=app.timeout, env=app.server_env)
     try:
         with remote_route(app.route(row.host)):
-            settled, _ = launch(app, row.key, token, request, ctx, progress, {"restored_at": registry.timestamp()})
+            settled, _ = launch(app, row.key, token, request, ctx, progress, {"restored_at": registry.timestamp()},
+                                 assignments)
     except MamError as exc:
         step.outcome, step.message = "failed", exc.message
         return
