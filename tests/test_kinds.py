@@ -104,6 +104,15 @@ def test_without_a_current_twin_the_yaml_is_what_counts(tmp_path: Path, monkeypa
     assert kinds_library._shipped.__wrapped__()["edited"].programs == ("edited-agent",)
 
 
+def test_every_shipped_kind_with_a_program_can_be_spawned_by_its_name() -> None:
+    """`mam spawn --agent KIND` runs a kind's own program: every kind the library reads screens for is one."""
+    from mam.commands.lifecycle import AGENT_COMMANDS
+
+    for name, kind in SHIPPED.kinds.items():
+        if kind.programs:
+            assert AGENT_COMMANDS.get(name, ("?",))[0] in kind.programs, name
+
+
 def test_the_shipped_file_loads_and_every_rule_compiles_with_a_window() -> None:
     assert {"generic", "claude", "codex", "gemini", "opencode", "grok", "hermes", "aider"} <= set(SHIPPED.kinds)
     ids = [rule.id for kind in SHIPPED.kinds.values() for rule in kind.rules]

@@ -262,3 +262,17 @@ def test_env_values_reach_the_agent_but_never_its_command_line(ws: Workspace, tm
     shown = tmux.run(server, "list-panes", "-a", "-F", "#{pane_start_command}").stdout
     assert "s3cret" not in shown and "keeper" in tmux.run(server, "ls", "-F", "#{session_name}").stdout
     assert "s3cret" not in ws.registry.read_text()
+
+
+def test_a_kind_label_beside_command_must_be_a_kind_mam_knows(ws: Workspace, tmux: Tmux) -> None:
+    """`--agent KIND --command CMD` says whose screen CMD draws: a misspelt kind would read no screen, so it is
+    refused before anything starts; a kind of the workspace's own .mam/states.yaml is one mam knows."""
+    server = tmux.name()
+    proc = ws.mam("spawn", "w1", "--server", server, "--agent", "claud", "--command", "sleep 600")
+    assert proc.returncode == 2 and proc.stderr.startswith("mam: unknown agent kind 'claud': known are "), proc.stderr
+    assert "aider" in proc.stderr and "generic" not in proc.stderr
+    assert not ws.registry.exists() and server not in tmux.sockets()
+    (ws.root / ".mam").mkdir(exist_ok=True)
+    (ws.root / ".mam" / "states.yaml").write_text("schema: 1\nkinds:\n  mybot:\n    programs: [mybot]\n")
+    doc = ws.mam_json("spawn", "w1", "--server", server, "--agent", "mybot", "--command", "sleep 600")
+    assert doc["session"]["live"] == "alive" and doc["session"]["agent"] == "mybot"

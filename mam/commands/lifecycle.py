@@ -32,7 +32,7 @@ from mam.servers import query_server, require_binary, start_server
 AGENT_COMMANDS: dict[str, tuple[str, ...]] = {
     "claude": ("claude",), "codex": ("codex",), "gemini": ("gemini",), "opencode": ("opencode",),
     "grok": ("grok",), "hermes": ("hermes",), "cursor": ("cursor-agent",), "copilot": ("copilot",),
-    "qwen": ("qwen",), "amp": ("amp",), "goose": ("goose",), "crush": ("crush",),
+    "qwen": ("qwen",), "amp": ("amp",), "goose": ("goose",), "crush": ("crush",), "aider": ("aider",),
 }
 POLL_INTERVAL = 0.05
 # The row a spawn claims carries this token: its later writes go only to a row that still holds it.
@@ -258,6 +258,18 @@ def learned_session(app: App, argv: tuple[str, ...], agent: str | None) -> str |
     return library.session_from_args(kind, argv[1:]) if kind else None
 
 
+def check_label(app: App, agent: str) -> None:
+    """`--agent KIND` beside `--command`: KIND says whose screen the program draws, so it must be a kind mam
+    knows (shipped, or the workspace's own in .mam/states.yaml); a misspelt one would read no screen."""
+    from mam.kinds.library import load_library
+
+    kinds = set(load_library(app.workspace.dot_mam / "states.yaml").kinds) - {"generic"}
+    if agent not in kinds and agent not in AGENT_COMMANDS:
+        known = ", ".join(sorted(kinds | set(AGENT_COMMANDS)))
+        raise MamError("usage", f"unknown agent kind {agent!r}: known are {known}",
+                       hint="add a kind of your own in .mam/states.yaml (docs/states.md), or leave --agent out")
+
+
 def new_session(app: App, argv: tuple[str, ...], agent: str | None) -> tuple[str | None, tuple[str, ...]]:
     """A fresh session id and the argv that starts the agent with it, when its kind has `new_session` (claude:
     `--session-id UUID`); else (None, argv) unchanged. The launch spec keeps the user's own arguments: restore
@@ -407,6 +419,8 @@ def _spawn(app: App, name: str, agent: str | None, server: str, cwd: str | None,
     session = learned_session(app, argv, agent)  # a bad .mam/states.yaml is refused before anything starts
     if session is None:  # the kind takes an id for a new conversation: mam picks one, for restore to resume
         session, argv = new_session(app, argv, agent)
+    if command is not None and agent is not None:
+        check_label(app, agent)
     key = (app.backend_name, server, name, there)
     known = app.load_registry().find(key)  # an invalid registry is refused before anything starts
     ctx = CallContext(timeout=app.timeout, env=app.server_env)
