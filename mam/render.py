@@ -134,7 +134,7 @@ def servers_table(servers: Sequence[dict[str, Any]]) -> str:
     return table(headers, rows, colour_columns=(2,))
 
 
-def status_text(doc: dict[str, Any]) -> str:
+def status_text(doc: dict[str, Any], servers: Sequence[str] = ()) -> str:
     parts = [f"workspace {visible(doc['workspace'])}"]  # a directory's name may hold escape sequences
     sessions = doc["sessions"]
     shift = 1 if _hosted(sessions) else 0  # the columns after SERVER move right by the HOST column
@@ -159,6 +159,10 @@ def status_text(doc: dict[str, Any]) -> str:
         parts.append(table(headers, rows, colour_columns=(4 + shift,)))
     elif doc.get("state_filter"):
         parts.append(f"no agent is {' or '.join(doc['state_filter'])}")
+    elif servers:
+        on = ", ".join(servers)
+        parts.append(visible(f"no agents registered on server{'s' if len(servers) > 1 else ''} {on} in "
+                             f"{doc['registry']}"))
     else:
         parts.append(f"no agents registered in {visible(doc['registry'])}")
     if doc["servers"]:

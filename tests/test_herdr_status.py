@@ -213,3 +213,16 @@ def test_an_explicit_backend_without_its_binary_is_said_even_with_no_rows(ws: Wo
     assert proc.stderr.splitlines() == ["mam: herdr: not found on PATH: install herdr, or choose another backend "
                                         "with --backend"]
     assert "no agents registered" in proc.stdout
+
+
+def test_a_server_the_rows_name_is_theirs_without_backend(ws: Workspace) -> None:
+    """`status --server team` with no --backend: a row of another backend on `team` is asked there, and the
+    default backend (herdr) is not asked for a `team` of its own; a server no row names is asked of herdr."""
+    ws.write_registry("sessions:\n  - {name: a, backend: zellij, server: team, status: running}\n")
+    doc = ws.mam_json("status", "--server", "team", "--no-state")  # the fake zellij answers
+    assert [(s["backend"], s["server"]) for s in doc["servers"]] == [("zellij", "team")]
+    assert not any(c["argv"][:2] == ["--session", "team"] for c in ws.herdr.calls())
+    doc = ws.mam_json("status", "--server", "nobody", "--no-state")
+    assert [(s["backend"], s["server"], s["state"]) for s in doc["servers"]] == [("herdr", "nobody", "down")]
+    proc = ws.mam("status", "--server", "nobody", "--no-state")
+    assert f"no agents registered on server nobody in {ws.registry}" in proc.stdout

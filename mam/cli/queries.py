@@ -20,7 +20,8 @@ Json = Annotated[bool, typer.Option("--json", help="print one JSON document on s
 def status(ctx: typer.Context,
            server: Annotated[list[str] | None, typer.Option(
                "--server", metavar="NAME", autocompletion=complete.servers,
-               help="only this server of the selected backend (repeatable)")] = None,
+               help="only the rows of this server; one no row names is asked of the selected backend "
+                    "(repeatable)")] = None,
            state: Annotated[list[str] | None, typer.Option(
                "--state", metavar="STATE[,STATE]",
                help="only agents in these states: working, blocked, idle, done, unknown (repeatable)")] = None,
@@ -39,7 +40,7 @@ def status(ctx: typer.Context,
     with waiting("asking the servers for their agents", call.json):
         doc = status_document(app, server or (), with_state=not no_state, only_states=only, host=host)
     code = say_unanswered(app, doc)
-    emit(doc, call.json, None if call.json else render.status_text(doc))
+    emit(doc, call.json, None if call.json else render.status_text(doc, server or ()))
     return code
 
 

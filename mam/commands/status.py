@@ -97,7 +97,10 @@ def status_document(app: App, servers: Sequence[str] = (), *, with_state: bool =
     there = host_key(host)
     if host is not None:
         rows = [r for r in rows if (r.host or "") == there]
-    keys = {r.server_key for r in rows} | {(app.backend_name, s, there) for s in servers}
+    # A server no row names is asked of the selected backend; one the rows name is theirs (without --backend,
+    # `--server team` for tmux rows must not also ask herdr's "team").
+    keys = {r.server_key for r in rows} | {(app.backend_name, s, there) for s in servers
+                                           if explicit is not None or not any(r.server == s for r in rows)}
     states: dict[ServerKey, Mapping[str, AgentState]] = {}
     reading = with_state or bool(only_states)
     outcomes = outcomes_for(app, keys, _state_reader(app, rows, states) if reading and rows else None)
