@@ -357,5 +357,5 @@ def timeout_from_env(env: Mapping[str, str], var: str = "MAM_TIMEOUT", default: 
     except ValueError:
         value = -1.0
     if not 0 < value <= 3600:
-        raise MamError("usage", f"${var}={raw}: expected a number of seconds between 0 and 3600")
+        raise MamError("usage", f"${var}={raw}: expected a number of seconds, more than 0 and at most 3600")
     return value

@@ -37,6 +37,21 @@ def test_prune_older_than_and_dry_run(ws: Workspace) -> None:
     assert sorted(_names(ws)) == ["live", "new", "other"]
 
 
+def test_prune_refuses_a_status_no_row_has_with_a_did_you_mean(ws: Workspace) -> None:
+    ws.write_registry(ROWS.replace('"status": "stopped"', '"status": "parked"'))  # a word of a hand edit
+    before = ws.registry.read_bytes()
+    proc = ws.mam("prune", "--status", "termintaed", "--dry-run")
+    assert proc.returncode == 2 and "--status 'termintaed': no row has that status" in proc.stderr
+    assert "did you mean 'terminated'?" in proc.stderr
+    proc = ws.mam("prune", "--status", "stopped,bogus")
+    assert proc.returncode == 2 and "'bogus'" in proc.stderr
+    assert "statuses here: parked, stopped, terminated" in proc.stderr
+    assert ws.registry.read_bytes() == before
+    # a status mam writes, or one a row carries, is fine even when nothing is removed
+    assert ws.mam_json("prune", "--status", "stopped")["removed"] == []
+    assert [e["name"] for e in ws.mam_json("prune", "--status", "parked")["removed"]] == ["new"]
+
+
 def test_prune_refuses_active_statuses(ws: Workspace) -> None:
     ws.write_registry(ROWS)
     before = ws.registry.read_bytes()

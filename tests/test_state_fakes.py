@@ -78,6 +78,22 @@ def test_herdr_wait_and_send(ws: Workspace) -> None:
     assert sessions(ws)["a-idle"]["evidence"]["fact"] == "not running: its server is down"
 
 
+def test_wait_and_send_say_how_to_start_a_missing_agent_again(ws: Workspace) -> None:
+    """An agent its server does not list: restore for a row with a launch spec, spawn for one without (an
+    adopted or hand-written row, which restore cannot start)."""
+    ws.write_registry("sessions:\n"
+                      "  - {name: handmade, server: live, status: running}\n"
+                      f"  - {{name: spawned, server: live, status: running, spec: {{kind: claude, args: [],"
+                      f" cwd: {ws.root}}}}}\n")
+    ws.herdr.start("live")
+    for name, hint in (("handmade", "hint: `mam spawn handmade ...` starts it again"),
+                       ("spawned", "hint: `mam restore spawned` starts it again from its launch spec")):
+        for args in (("wait", name, "--until", "idle", "--timeout", "1"), ("send", name, "hello")):
+            proc = ws.mam(*args)
+            assert proc.returncode == 1 and f"{name} is not running on herdr server live" in proc.stderr
+            assert hint in proc.stderr, proc.stderr
+
+
 # zellij: stand-ins in the fake's panes, read from dump-screen.
 
 def zspawn(ws: Workspace, name: str, kind: str, *args: str) -> None:

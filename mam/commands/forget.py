@@ -99,6 +99,22 @@ def prune_document(app: App, statuses: Sequence[str] = PRUNABLE, older_than: flo
         raise MamError("usage", f"--older-than {older_than:g}: expected a number of days")
     explicit = app.explicit_backend
     old_enough = _age_check(older_than)
-    rows = [r for r in app.load_registry().rows if r.status in statuses and old_enough(r)
+    registry_rows = app.load_registry().rows
+    _refuse_unheard_of(statuses, {r.status for r in registry_rows if r.status})
+    rows = [r for r in registry_rows if r.status in statuses and old_enough(r)
             and (explicit is None or r.backend == explicit)]
     return _remove(rows, dry_run, app)
+
+
+def _refuse_unheard_of(statuses: Sequence[str], held: set[str]) -> None:
+    """A status that is neither mam's own nor held by any row is a typo (`termintaed` would remove nothing and
+    say so as if all were well). Any other word a row carries (a hand edit) may be pruned."""
+    known = (set(PRUNABLE) | held) - ACTIVE_STATUSES
+    for status in statuses:
+        if status not in known:
+            import difflib
+
+            close = difflib.get_close_matches(status, sorted(known), n=1, cutoff=0.6)
+            raise MamError("usage", f"--status {status!r}: no row has that status",
+                           hint=f"did you mean {close[0]!r}?" if close else
+                           f"statuses here: {', '.join(sorted(known))}")
