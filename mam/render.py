@@ -134,6 +134,11 @@ def servers_table(servers: Sequence[dict[str, Any]]) -> str:
     return table(headers, rows, colour_columns=(2,))
 
 
+def _pane(session: dict[str, Any]) -> str | None:
+    """An absent agent has no pane: the one its row last knew may be another agent's now (tmux reuses ids)."""
+    return None if session["live"] == "absent" else session["pane_id"]
+
+
 def status_text(doc: dict[str, Any], servers: Sequence[str] = ()) -> str:
     parts = [f"workspace {visible(doc['workspace'])}"]  # a directory's name may hold escape sequences
     sessions = doc["sessions"]
@@ -141,7 +146,7 @@ def status_text(doc: dict[str, Any], servers: Sequence[str] = ()) -> str:
     if sessions and sessions[0].get("state_source") is not None:
         reasons = [why(s) if s["live"] == "alive" else None for s in sessions]  # else LIVE says it
         rows: list[tuple[Any, ...]] = [(s["name"], s["backend"], s["server"], s["status"], s["live"], s["state"],
-                                        s["agent"], s["pane_id"], s["cwd"]) for s in sessions]
+                                        s["agent"], _pane(s), s["cwd"]) for s in sessions]
         headers: tuple[str, ...] = ("NAME", "BACKEND", "SERVER", "STATUS", "LIVE", "STATE", "AGENT", "PANE", "CWD")
         if any(reasons):  # the column only when some row has something to say
             rows = [(*row, reason) for row, reason in zip(rows, reasons, strict=True)]
@@ -151,7 +156,7 @@ def status_text(doc: dict[str, Any], servers: Sequence[str] = ()) -> str:
         elastic = (8 + shift, 9 + shift) if any(reasons) else (8 + shift,)
         parts.append(table(headers, rows, colour_columns=(4 + shift, 5 + shift), elastic=elastic))
     elif sessions:
-        rows = [(s["name"], s["backend"], s["server"], s["status"], s["live"], s["agent"], s["pane_id"], s["cwd"])
+        rows = [(s["name"], s["backend"], s["server"], s["status"], s["live"], s["agent"], _pane(s), s["cwd"])
                 for s in sessions]
         headers = ("NAME", "BACKEND", "SERVER", "STATUS", "LIVE", "AGENT", "PANE", "CWD")
         if shift:

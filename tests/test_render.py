@@ -122,3 +122,18 @@ def test_bidi_overrides_and_zero_width_marks_are_written_out() -> None:
     shown = visible("x\u202egnp.exe\u200b\u2066y\ufeff")
     assert shown == "x\\u202egnp.exe\\u200b\\u2066y\\ufeff"
     assert visible("caf\u00e9 \u2713") == "caf\u00e9 \u2713"  # ordinary non-ASCII text is left alone
+
+
+def test_an_absent_agent_shows_no_pane_since_its_last_one_may_be_anothers() -> None:
+    from mam.render import status_text
+
+    def session(name: str, live: str, pane: str) -> dict[str, object]:
+        return {"name": name, "backend": "tmux", "server": "team", "host": None, "status": "running", "live": live,
+                "agent": "claude", "pane_id": pane, "cwd": "/repo", "state": None, "state_source": None,
+                "evidence": None}
+
+    text = status_text({"workspace": "/repo", "registry": "/repo/.mam/agent-sessions.yaml", "servers": [],
+                        "sessions": [session("gone", "absent", "%3"), session("here", "alive", "%3"),
+                                     session("asked", "unknown", "%4")]})
+    lines = {line.split()[0]: line for line in text.splitlines()[2:]}
+    assert "%3" not in lines["gone"] and "%3" in lines["here"] and "%4" in lines["asked"]
