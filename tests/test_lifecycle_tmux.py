@@ -173,6 +173,8 @@ def test_stop_of_a_name_that_is_not_registered_fails_unless_forced(ws: Workspace
     assert "stray" not in tmux.run(server, "list-sessions", "-F", "#{session_name}", check=False).stdout
     doc = ws.mam_json("stop", "stray", "--server", server, "--force")  # gone now: said, not an error
     assert doc["status"] == "terminated"
+    text = ws.mam("stop", "stray", "--server", server, "--force").stdout  # no row was marked: not "terminated"
+    assert text == f"stray on tmux server {server}: no row to mark; stray was not running on tmux server {server}\n"
     assert not ws.registry.exists()  # --force never writes a row
 
 

@@ -78,8 +78,10 @@ def stop(ctx: typer.Context,
     doc = stop_document(call.open(), name, server, force=force, progress=not call.json, host=host)
     from mam.render import visible
 
+    # Without a row (--force), nothing was marked: say what the server showed, not a registry status.
+    said = f"{doc['status']} ({doc['message']})" if doc["registered"] else f"no row to mark; {doc['message']}"
     emit(doc, call.json, None if call.json else visible(f"{doc['name']} on {doc['backend']} server "
-                                                        f"{doc['server']}: {doc['status']} ({doc['message']})"))
+                                                        f"{doc['server']}: {said}"))
     return 0
 
 
