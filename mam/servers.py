@@ -220,6 +220,12 @@ def call_context(app: App) -> CallContext:
 def outcomes_for(app: App, keys: set[ServerKey], after: After | None = None) -> Mapping[ServerKey, ServerOutcome]:
     if not keys:
         return {}
+    if any(host for _, _, host in keys):
+        # Settings of every remote call: a bad one is the caller's input (exit 2), not one host's trouble.
+        from mam.remote import SSH_ENV_VAR, parse_ssh_env, ssh_config
+
+        ssh_config(app.env)
+        parse_ssh_env(app.env.get(SSH_ENV_VAR))
     for backend in sorted({b for b, _, _ in keys}):  # first, so that their scrub rules shape the client env
         try:
             app.plugins.backend(backend)

@@ -210,3 +210,17 @@ def test_commands_that_need_the_binary_exit_3_without_it(ws: Workspace, args: li
     assert proc.returncode == 3, proc.stderr
     assert proc.stderr.startswith("mam: herdr: not found on PATH")
     assert not ws.registry.exists()  # nothing registered for an agent that could not start
+
+
+@pytest.mark.parametrize(("variable", "value", "message"), [
+    ("MAM_SSH_CONFIG", "/nonexistent/ssh_config", "$MAM_SSH_CONFIG=/nonexistent/ssh_config: not a file"),
+    ("MAM_SSH_ENV", "TMUX_TMPDIR", "$MAM_SSH_ENV: 'TMUX_TMPDIR' is not NAME=VALUE"),
+])
+def test_a_bad_ssh_setting_is_bad_input_not_an_unknown_host(ws: Workspace, variable: str, value: str,
+                                                           message: str) -> None:
+    """A setting of every remote call that cannot be used is the caller's mistake (exit 2, said once), not a
+    host that could not be asked (exit 1, its rows left unknown)."""
+    ws.write_registry("sessions:\n  - {name: far, backend: tmux, server: team, host: box, status: running}\n")
+    for command in (("status",), ("reconcile",)):
+        proc = ws.mam(*command, env={**ws.env, variable: value})
+        assert proc.returncode == 2 and proc.stderr.startswith(f"mam: {message}"), proc.stderr

@@ -212,6 +212,22 @@ def test_a_session_herdr_reports_is_recorded_by_reconcile_and_resumed_by_restore
     assert plan["coder-4"] == ["claude", "--resume", rows["coder-4"]["agent_session"]]
 
 
+def test_a_row_without_agent_takes_a_session_only_of_its_spec_kind(ws: Workspace) -> None:
+    """A hand-written row with no `agent:` is still about its spec's kind: a codex session reported by the pane
+    is not recorded for a claude row (restore would hand a codex id to claude); one of claude is."""
+    ws.write_registry("sessions:\n  - {name: hand, server: team, status: running,"
+                      f" spec: {{kind: claude, args: [], cwd: {ws.root}}}}}\n")
+    ws.herdr.start("team")
+    entry = {"name": "hand", "agent": "codex", "agent_status": "idle", "cwd": str(ws.root), "pane_id": "w1:p1",
+             "agent_session": {"agent": "codex", "kind": "id", "source": "herdr:codex", "value": "019a-1111"}}
+    ws.herdr.set_agents("team", [entry])
+    assert ws.mam_json("reconcile")["drifts"] == []
+    entry.update(agent="claude", agent_session={"agent": "claude", "kind": "id", "source": "herdr:claude",
+                                                 "value": "5e0c-2222"})
+    ws.herdr.set_agents("team", [entry])
+    assert [(d["class"], d["agent_session"]) for d in ws.mam_json("reconcile")["drifts"]] == [("D", "5e0c-2222")]
+
+
 @pytest.mark.parametrize("value", ["--yolo", "../../tmp/evil", "/tmp/s", "a b", "x\x1b[2J", "", "a" * 200])
 def test_a_reported_session_that_is_no_plain_id_is_never_taken(value: str) -> None:
     from mam_herdr.backend import parse_agent_list

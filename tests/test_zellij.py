@@ -6,13 +6,14 @@ import json
 import os
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from conftest import Workspace
+from conftest import FAKES, Workspace
 from mam_zellij.backend import parse_sessions
 
 
@@ -35,10 +36,15 @@ class Zellij:
 
 
 @pytest.fixture
-def zellij(ws: Workspace, tmp_path: Path) -> Zellij:
+def zellij(ws: Workspace, tmp_path: Path) -> Iterator[Zellij]:
+    """The fake zellij's socket folder; every session is killed at the end, and its panes' programs with it
+    (a restored `sleep 600` outlived its test)."""
     directory = tmp_path / "zellij-sock"
     ws.env.update({"ZELLIJ_SOCKET_DIR": str(directory), "MAM_BACKEND": "zellij"})
-    return Zellij(directory)
+    yield Zellij(directory)
+    if (directory / "fake-state.json").exists():
+        subprocess.run([str(FAKES / "zellij"), "kill-all-sessions", "--yes"], env=ws.env, capture_output=True,
+                       timeout=30)
 
 
 def pane(pid: int, title: str, command: str = "claude", **extra: Any) -> dict[str, Any]:

@@ -70,8 +70,9 @@ def find_drifts(rows: list[Row], outcomes: Mapping[ServerKey, ServerOutcome], ad
         outcome = outcomes[row.server_key]
         live, agent = live_agent(row, outcome)
         # Only a session of the agent the row is about: a pane that now runs another kind reports that one's.
+        kind = row.agent or (row.spec or {}).get("kind")
         if (live == "alive" and agent is not None and agent.session and agent.session != row.agent_session
-                and (row.agent is None or agent.agent is None or agent.agent == row.agent)):
+                and (kind is None or agent.agent is None or agent.agent == kind)):
             drifts.append(Drift("D", row.name, row.backend, row.server, row.status, live, "record_session",
                                 seen=snapshot(row), host=row.host, session=agent.session))
         if live == "absent" and row.active:
