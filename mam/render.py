@@ -14,6 +14,7 @@ _COLOURS = {"up": "32", "alive": "32", "down": "31", "absent": "31", "unknown": 
 
 MIN_WIDTH = 6  # a column is never cut narrower than this
 WIDE_WIDTH = 16  # long columns give way down to this before short ones are touched
+READABLE_WIDTH = 12  # a path or a reason cut narrower tells nobody anything: status leaves other columns out first
 ELLIPSIS = "…"
 
 
@@ -47,12 +48,37 @@ def _fit(widths: list[int], limit: int | None, elastic: Sequence[int]) -> list[i
     if limit is None or not elastic:
         return widths
     for floor in (WIDE_WIDTH, MIN_WIDTH):
-        while sum(widths) + 2 * (len(widths) - 1) > limit:
+        while _width(widths) > limit:
             widest = max(elastic, key=lambda i: widths[i])
             if widths[widest] <= floor:
                 break
             widths[widest] -= 1
     return widths
+
+
+def _width(widths: Sequence[int]) -> int:
+    return sum(widths) + 2 * (len(widths) - 1)
+
+
+def drop_to_fit(headers: tuple[str, ...], rows: list[tuple[Any, ...]], elastic: Sequence[str],
+                droppable: Sequence[str]) -> tuple[tuple[str, ...], list[tuple[Any, ...]], list[str]]:
+    """Leave out the `droppable` columns (by header, in that order) while the table would not fit the terminal
+    even with its `elastic` columns narrowed to READABLE_WIDTH. The headers, the rows and the names of the
+    columns left out (for a note)."""
+    limit = terminal_width()
+    dropped: list[str] = []
+    for name in droppable:
+        if limit is None or name not in headers:
+            continue
+        natural = [max([len(h), *(len(_cell(r[i])) for r in rows)]) for i, h in enumerate(headers)]
+        narrowest = [min(w, READABLE_WIDTH) if h in elastic else w for h, w in zip(headers, natural, strict=True)]
+        if _width(narrowest) <= limit:
+            break
+        at = headers.index(name)
+        headers = headers[:at] + headers[at + 1:]
+        rows = [row[:at] + row[at + 1:] for row in rows]
+        dropped.append(name)
+    return headers, rows, dropped
 
 
 def prose(text: str) -> str:
@@ -153,8 +179,14 @@ def status_text(doc: dict[str, Any], servers: Sequence[str] = ()) -> str:
             headers += ("WHY",)
         if shift:
             headers, rows = _host_after_server(headers, rows, sessions, 2)
-        elastic = (8 + shift, 9 + shift) if any(reasons) else (8 + shift,)
-        parts.append(table(headers, rows, colour_columns=(4 + shift, 5 + shift), elastic=elastic))
+        # One backend needs no column to say so; the directory is in --json: both give way to WHY first.
+        droppable = (("BACKEND",) if len({s["backend"] for s in sessions}) == 1 else ()) + ("CWD",)
+        headers, rows, dropped = drop_to_fit(headers, rows, ("CWD", "WHY"), droppable)
+        at = headers.index("LIVE")
+        elastic = tuple(headers.index(h) for h in ("CWD", "WHY") if h in headers)
+        parts.append(table(headers, rows, colour_columns=(at, at + 1), elastic=elastic))
+        if dropped:
+            parts.append(f"({', '.join(dropped)} left out to fit the terminal: `mam status --json` has them)")
     elif sessions:
         rows = [(s["name"], s["backend"], s["server"], s["status"], s["live"], s["agent"], _pane(s), s["cwd"])
                 for s in sessions]

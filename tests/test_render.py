@@ -8,6 +8,8 @@ import select
 import subprocess
 import sys
 
+import pytest
+
 from conftest import Workspace
 
 LONG = "/home/someone/projects/" + "very-long-folder-name/" * 5 + "the-repo"
@@ -137,3 +139,26 @@ def test_an_absent_agent_shows_no_pane_since_its_last_one_may_be_anothers() -> N
                                      session("asked", "unknown", "%4")]})
     lines = {line.split()[0]: line for line in text.splitlines()[2:]}
     assert "%3" not in lines["gone"] and "%3" in lines["here"] and "%4" in lines["asked"]
+
+
+def test_a_narrow_terminal_leaves_columns_out_rather_than_cut_every_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With STATE and WHY an 80-column table cut CWD and WHY to six characters each, which told nobody anything:
+    one backend's column, then CWD, are left out first (and said so); wide enough, nothing is."""
+    from mam.render import status_text
+
+    session = {"name": "demo-claude", "backend": "tmux", "server": "mam-demo", "host": None, "status": "running",
+               "live": "alive", "agent": "claude", "pane_id": "%1", "cwd": "/tmp/mam-demo-x1y2z3/workspace",
+               "state": "blocked", "state_source": "screen",
+               "evidence": {"rule": "claude.permission", "line": "Do you want to proceed?", "fact": None}}
+    doc = {"workspace": "/w", "registry": "/w/r", "servers": [], "sessions": [session, {**session, "name": "b"}]}
+    monkeypatch.setenv("COLUMNS", "80")
+    lines = status_text(doc).splitlines()
+    assert lines[1].split() == ["NAME", "SERVER", "STATUS", "LIVE", "STATE", "AGENT", "PANE", "WHY"]
+    assert "claude.permission" in lines[2] and all(len(line) <= 80 for line in lines[1:4])
+    assert lines[4] == "(BACKEND, CWD left out to fit the terminal: `mam status --json` has them)"
+    monkeypatch.setenv("COLUMNS", "160")
+    lines = status_text(doc).splitlines()
+    assert "BACKEND" in lines[1] and "CWD" in lines[1] and "left out" not in "\n".join(lines)
+    monkeypatch.setenv("COLUMNS", "80")
+    two = status_text({**doc, "sessions": [session, {**session, "name": "b", "backend": "zellij"}]}).splitlines()
+    assert "BACKEND" in two[1] and "CWD" not in two[1]  # two backends: the column says which is which
