@@ -165,7 +165,7 @@ def _pane(session: dict[str, Any]) -> str | None:
     return None if session["live"] == "absent" else session["pane_id"]
 
 
-def status_text(doc: dict[str, Any], servers: Sequence[str] = ()) -> str:
+def status_text(doc: dict[str, Any], servers: Sequence[str] = (), host: str | None = None) -> str:
     parts = [f"workspace {visible(doc['workspace'])}"]  # a directory's name may hold escape sequences
     sessions = doc["sessions"]
     shift = 1 if _hosted(sessions) else 0  # the columns after SERVER move right by the HOST column
@@ -193,12 +193,18 @@ def status_text(doc: dict[str, Any], servers: Sequence[str] = ()) -> str:
         headers = ("NAME", "BACKEND", "SERVER", "STATUS", "LIVE", "AGENT", "PANE", "CWD")
         if shift:
             headers, rows = _host_after_server(headers, rows, sessions, 2)
-        parts.append(table(headers, rows, colour_columns=(4 + shift,)))
+        droppable = ("BACKEND",) if len({s["backend"] for s in sessions}) == 1 else ()
+        headers, rows, dropped = drop_to_fit(headers, rows, ("CWD",), droppable)
+        parts.append(table(headers, rows, colour_columns=(headers.index("LIVE"),),
+                           elastic=(headers.index("CWD"),)))
+        if dropped:
+            parts.append(f"({', '.join(dropped)} left out to fit the terminal: `mam status --json` has them)")
     elif doc.get("state_filter"):
         parts.append(f"no agent is {' or '.join(doc['state_filter'])}")
     elif servers:
         on = ", ".join(servers)
-        parts.append(visible(f"no agents registered on server{'s' if len(servers) > 1 else ''} {on} in "
+        there = f" of host {host}" if host else ""
+        parts.append(visible(f"no agents registered on server{'s' if len(servers) > 1 else ''} {on}{there} in "
                              f"{doc['registry']}"))
     else:
         parts.append(f"no agents registered in {visible(doc['registry'])}")

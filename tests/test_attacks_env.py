@@ -141,3 +141,20 @@ def test_a_symlinked_locks_folder_is_refused_and_nothing_started(ws: Workspace, 
     assert list(target.iterdir()) == []
     assert server not in tmux.sockets()
 
+
+
+def test_hide_values_hides_a_value_whole_or_in_the_pieces_a_cut_leaves() -> None:
+    from mam.commands.lifecycle import hide_values
+
+    token = "sk-ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+    cases = [
+        ("invalid key sk-ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 here", "invalid key *** here"),
+        ("status 3: MNOPQRSTUVWXYZ0123456789", "status 3: ***"),  # its end, after a cut
+        ("key sk-ABCDEFGHI...", "key ***..."),  # its start, before one
+    ]
+    for text, hidden in cases:
+        assert hide_values(text, [f"MY_TOKEN={token}"]) == hidden
+    assert hide_values("error: line one", ["K=line one\nline two"]) == "error: ***"  # a multi-line value
+    assert hide_values("exited with status 1", ["DEBUG=1"]) == "exited with status 1"  # too short to hide
+    assert hide_values("abc=abc", ["X=abc"]) == "***=***"
+    assert hide_values("no value", []) == "no value"

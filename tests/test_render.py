@@ -162,3 +162,18 @@ def test_a_narrow_terminal_leaves_columns_out_rather_than_cut_every_reason(monke
     monkeypatch.setenv("COLUMNS", "80")
     two = status_text({**doc, "sessions": [session, {**session, "name": "b", "backend": "zellij"}]}).splitlines()
     assert "BACKEND" in two[1] and "CWD" not in two[1]  # two backends: the column says which is which
+
+
+def test_without_states_only_backend_gives_way(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mam.render import status_text
+
+    session = {"name": "a-rather-long-agent-name", "backend": "tmux", "server": "a-long-server-name",
+               "host": None, "status": "terminated", "live": "absent", "agent": "claude", "pane_id": None,
+               "cwd": "/home/someone/projects/the-repo", "state": None, "state_source": None, "evidence": None}
+    monkeypatch.setenv("COLUMNS", "80")
+    lines = status_text({"workspace": "/w", "registry": "/w/r", "servers": [], "sessions": [session]}).splitlines()
+    assert lines[1].split() == ["NAME", "SERVER", "STATUS", "LIVE", "AGENT", "PANE", "CWD"]
+    assert lines[3] == "(BACKEND left out to fit the terminal: `mam status --json` has them)"
+    monkeypatch.setenv("COLUMNS", "120")
+    assert "BACKEND" in status_text({"workspace": "/w", "registry": "/w/r", "servers": [],
+                                     "sessions": [session]}).splitlines()[1]

@@ -58,6 +58,14 @@ def test_a_name_on_two_servers_is_restored_by_its_server(ws: Workspace) -> None:
     assert [a["server"] for a in plan["agents"]] == ["east"]
     text = ws.mam("restore", "coder", "--server", "west", "--dry-run")
     assert text.returncode == 0 and text.stdout.splitlines()[1:] == ["  argv: codex"], text.stdout
+    ws.write_registry("sessions:\n" + "".join(
+        f"  - {{name: coder, server: east,{host} status: terminated,"
+        f" spec: {{kind: claude, args: [], cwd: {ws.root}}}}}\n"
+        for host in ("", " host: box,")))
+    proc = ws.mam("restore", "coder", "--server", "east", "--dry-run")
+    assert proc.returncode == 2 and proc.stderr.splitlines()[1] == "hint: pass --host HOST", proc.stderr
+    plan = ws.mam_json("restore", "coder", "--host", "local", "--dry-run")
+    assert [(a["server"], a["host"]) for a in plan["agents"]] == [("east", None)]
     proc = ws.mam("restore", "coder", "--server", "north", "--dry-run")
     assert proc.returncode == 1 and "coder is not registered on server north" in proc.stderr
     assert ws.mam("restore", "coder", "--server", "-L", "--dry-run").returncode == 2

@@ -84,10 +84,13 @@ def test_wait_and_send_say_how_to_start_a_missing_agent_again(ws: Workspace) -> 
     ws.write_registry("sessions:\n"
                       "  - {name: handmade, server: live, status: running}\n"
                       f"  - {{name: spawned, server: live, status: running, spec: {{kind: claude, args: [],"
-                      f" cwd: {ws.root}}}}}\n")
+                      f" cwd: {ws.root}}}}}\n"
+                      # older than launch specs, but its kind and directory are enough for restore
+                      f"  - {{name: older, server: live, status: running, agent: claude, pane: {{cwd: {ws.root}}}}}\n")
     ws.herdr.start("live")
     for name, hint in (("handmade", "hint: `mam spawn handmade ...` starts it again"),
-                       ("spawned", "hint: `mam restore spawned` starts it again from its launch spec")):
+                       ("spawned", "hint: `mam restore spawned` starts it again from its launch spec"),
+                       ("older", "hint: `mam restore older` starts it again from its launch spec")):
         for args in (("wait", name, "--until", "idle", "--timeout", "1"), ("send", name, "hello")):
             proc = ws.mam(*args)
             assert proc.returncode == 1 and f"{name} is not running on herdr server live" in proc.stderr

@@ -393,7 +393,7 @@ class TmuxBackend:
         ended = self._watch(server, pane_id, ctx)
         if ended is None:
             return SpawnResult(True, f"started {request.name} on tmux server {server}", pane_id=pane_id)
-        screen = self._run(server, ["capture-pane", "-p", "-t", pane_id], timeout=ctx.timeout, env=ctx.env)
+        screen = self._run(server, ["capture-pane", "-p", "-J", "-t", pane_id], timeout=ctx.timeout, env=ctx.env)
         words = _last_words(screen.stdout) if screen.returncode == 0 else ""
         # The dead pane would hold the name: close its session (by pane id: only the one made here).
         self._run(server, ["kill-session", "-t", pane_id], timeout=ctx.timeout, env=ctx.env)

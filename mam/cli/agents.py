@@ -175,7 +175,8 @@ def restore(ctx: typer.Context,
     import shlex
 
     # A plan shows the command each agent would get (`argv`, quoted as a shell would need it to be).
-    lines = [visible(f"{a['name']} ({a['backend']} server {a['server']}): {a['outcome'].replace('_', ' ')}: "
+    lines = [visible(f"{a['name']} ({a['backend']} server {a['server']}"
+                     + (f" on {a['host']}" if a.get("host") else "") + f"): {a['outcome'].replace('_', ' ')}: "
                      f"{a['message']}") + (f"\n  argv: {visible(shlex.join(a['argv']))}" if dry_run and a.get("argv")
                                            else "")
              for a in doc["agents"]]

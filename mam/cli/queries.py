@@ -40,7 +40,7 @@ def status(ctx: typer.Context,
     with waiting("asking the servers for their agents", call.json):
         doc = status_document(app, server or (), with_state=not no_state, only_states=only, host=host)
     code = say_unanswered(app, doc)
-    emit(doc, call.json, None if call.json else render.status_text(doc, server or ()))
+    emit(doc, call.json, None if call.json else render.status_text(doc, server or (), host))
     return code
 
 

@@ -76,7 +76,9 @@ def _live_agent(app: App, row: Row) -> Agent:
 
 def _bring_back(row: Row) -> str:
     """What to do about an agent that is not running: start it again where it was (its server with it)."""
-    if row.spec is None:  # adopted, or written by hand: restore has nothing to start it from
+    from mam.commands.restore import row_spec
+
+    if row_spec(row) is None:  # adopted, or written by hand: restore has nothing to start it from
         return f"`mam spawn {row.name} ...` starts it again (its row keeps no launch spec for `mam restore`)"
     return f"`mam restore {row.name}` starts it again from its launch spec (`--dry-run` shows how)"
 

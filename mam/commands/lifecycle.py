@@ -263,9 +263,9 @@ def check_label(app: App, agent: str) -> None:
     knows (shipped, or the workspace's own in .mam/states.yaml); a misspelt one would read no screen."""
     from mam.kinds.library import load_library
 
-    kinds = set(load_library(app.workspace.dot_mam / "states.yaml").kinds) - {"generic"}
+    kinds = set(load_library(app.workspace.dot_mam / "states.yaml").kinds)
     if agent not in kinds and agent not in AGENT_COMMANDS:
-        known = ", ".join(sorted(kinds | set(AGENT_COMMANDS)))
+        known = ", ".join(sorted((kinds - {"generic"}) | set(AGENT_COMMANDS)))
         raise MamError("usage", f"unknown agent kind {agent!r}: known are {known}",
                        hint="add a kind of your own in .mam/states.yaml (docs/states.md), or leave --agent out")
 
@@ -330,15 +330,43 @@ def settler(app: App, key: RowKey, token: str) -> Any:
 
 HIDDEN = "***"
 MIN_HIDDEN = 3  # shorter values (a flag like "1") are no secrets, and hiding them would garble every message
+MIN_FRAGMENT = 8  # a piece of a value this long is hidden too: a backend may have cut or wrapped the value
 
 
 def hide_values(text: str, assignments: list[str]) -> str:
     """`text` with the value of each `--env` assignment (NAME=VALUE) written as ***: a backend's error, or the
-    last line an agent printed as it died, may quote one, and the registry keeps only variable names."""
-    for value in sorted((a.partition("=")[2] for a in assignments), key=len, reverse=True):
-        if len(value) >= MIN_HIDDEN:
-            text = text.replace(value, HIDDEN)
-    return text
+    last line an agent printed as it died, may quote one, and the registry keeps only variable names. What was
+    cut or wrapped before it came here (a line cut at its end, a multi-line value's first line) leaves a piece
+    of the value: any run of MIN_FRAGMENT or more characters that stands in a value is hidden as well."""
+    values = [v for v in (a.partition("=")[2] for a in assignments) if len(v) >= MIN_HIDDEN]
+    for value in sorted(values, key=len, reverse=True):
+        text = text.replace(value, HIDDEN)
+    pieces = [v for v in values if len(v) >= MIN_FRAGMENT]
+    if not pieces:
+        return text
+    out, i = [], 0
+    while i < len(text):
+        length = _longest_piece(text, i, pieces)
+        if length >= MIN_FRAGMENT:
+            out.append(HIDDEN)
+            i += length
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
+
+
+def _longest_piece(text: str, start: int, values: list[str]) -> int:
+    """The length of the longest run of `text` from `start` that one of `values` holds. Holding is monotone
+    (a value that holds a run holds its beginning), so the length is found by bisection."""
+    low, high = 0, len(text) - start
+    while low < high:
+        middle = (low + high + 1) // 2
+        if any(text[start:start + middle] in value for value in values):
+            low = middle
+        else:
+            high = middle - 1
+    return low
 
 
 def launch(app: App, key: RowKey, token: str, request: SpawnRequest, ctx: CallContext, progress: bool,
@@ -400,6 +428,8 @@ def spawn_document(app: App, name: str, *, agent: str | None, server: str | None
 def _spawn(app: App, name: str, agent: str | None, server: str, cwd: str | None, command: str | None,
            args: list[str], env_names: list[str] | None, progress: bool, there: str) -> dict[str, Any]:
     argv = agent_argv(agent, command, args)
+    if command is not None and agent is not None:
+        check_label(app, agent)  # before anything is asked, here or on another host
     names = check_env_names(app, env_names or [])
     assignments, unset = env_assignments(app, names)
     if unset:
@@ -419,8 +449,6 @@ def _spawn(app: App, name: str, agent: str | None, server: str, cwd: str | None,
     session = learned_session(app, argv, agent)  # a bad .mam/states.yaml is refused before anything starts
     if session is None:  # the kind takes an id for a new conversation: mam picks one, for restore to resume
         session, argv = new_session(app, argv, agent)
-    if command is not None and agent is not None:
-        check_label(app, agent)
     key = (app.backend_name, server, name, there)
     known = app.load_registry().find(key)  # an invalid registry is refused before anything starts
     ctx = CallContext(timeout=app.timeout, env=app.server_env)

@@ -25,9 +25,12 @@ def rows_named(app: App, reg: Registry, name: str, server: str | None, host: str
             and (server is None or r.server == server) and (there is None or (r.host or "") == there)]
     if len(rows) > 1:
         where = ", ".join(sorted(f"{r.backend} server {r.server}" + (f" on {r.host}" if r.host else "") for r in rows))
-        several_backends = len({r.backend for r in rows}) > 1
+        # Only what tells them apart: a name on one server name of two hosts needs --host, not --server.
+        needed = [option for option, values in (("--backend NAME", {r.backend for r in rows}),
+                                                ("--server NAME", {r.server for r in rows}),
+                                                ("--host HOST", {r.host or "" for r in rows})) if len(values) > 1]
         raise MamError("usage", f"{name} is registered on several servers ({where})",
-                       hint="pass --backend NAME and --server NAME" if several_backends else "pass --server NAME")
+                       hint="pass " + " and ".join(needed))
     return rows
 
 
