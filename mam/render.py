@@ -40,19 +40,22 @@ def cut_middle(text: str, width: int) -> str:
     return text[:head] + ELLIPSIS + text[len(text) - (width - 1 - head):]
 
 
-def _fit(widths: list[int], limit: int | None, elastic: Sequence[int]) -> list[int]:
+def _fit(widths: list[int], limit: int | None, elastic: Sequence[int], last: Sequence[int] = ()) -> list[int]:
     """Narrow the widest of the `elastic` columns (paths, details), one character at a time, until a row fits
-    `limit` (two spaces apart): down to WIDE_WIDTH first, then to MIN_WIDTH. Names, states and actions are
-    never cut: a row that still does not fit runs past the edge rather than lie about a name."""
+    `limit` (two spaces apart): down to WIDE_WIDTH first, then to MIN_WIDTH; at each step the columns of `last`
+    give way only once the others are down to it. Names, states and actions are never cut: a row that still
+    does not fit runs past the edge rather than lie about a name."""
     widths = list(widths)
     if limit is None or not elastic:
         return widths
+    groups = [[i for i in elastic if i not in last], [i for i in elastic if i in last]]
     for floor in (WIDE_WIDTH, MIN_WIDTH):
-        while _width(widths) > limit:
-            widest = max(elastic, key=lambda i: widths[i])
-            if widths[widest] <= floor:
-                break
-            widths[widest] -= 1
+        for group in (g for g in groups if g):
+            while _width(widths) > limit:
+                widest = max(group, key=lambda i: widths[i])
+                if widths[widest] <= floor:
+                    break
+                widths[widest] -= 1
     return widths
 
 
@@ -119,11 +122,12 @@ def _cell(value: Any) -> str:
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], colour_columns: Sequence[int] = (),
-          elastic: Sequence[int] | None = None) -> str:
-    """Columns two spaces apart; `elastic` columns (default: the last) give way to the terminal's width."""
+          elastic: Sequence[int] | None = None, last: Sequence[int] = ()) -> str:
+    """Columns two spaces apart; `elastic` columns (default: the last) give way to the terminal's width, those
+    of `last` after the others."""
     cells = [[_cell(v) for v in row] for row in rows]
     natural = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(headers)]
-    widths = _fit(natural, terminal_width(), (len(headers) - 1,) if elastic is None else elastic)
+    widths = _fit(natural, terminal_width(), (len(headers) - 1,) if elastic is None else elastic, last)
     cells = [[cut_middle(v, w) for v, w in zip(row, widths, strict=True)] for row in cells]
     headers = [cut_middle(h, w) for h, w in zip(headers, widths, strict=True)]
     colour = use_colour()
@@ -184,7 +188,9 @@ def status_text(doc: dict[str, Any], servers: Sequence[str] = (), host: str | No
         headers, rows, dropped = drop_to_fit(headers, rows, ("CWD", "WHY"), droppable)
         at = headers.index("LIVE")
         elastic = tuple(headers.index(h) for h in ("CWD", "WHY") if h in headers)
-        parts.append(table(headers, rows, colour_columns=(at, at + 1), elastic=elastic))
+        # The reason gives way after the directory: it is what the STATE column is read with.
+        last = (headers.index("WHY"),) if "WHY" in headers else ()
+        parts.append(table(headers, rows, colour_columns=(at, at + 1), elastic=elastic, last=last))
         if dropped:
             parts.append(f"({', '.join(dropped)} left out to fit the terminal: `mam status --json` has them)")
     elif sessions:

@@ -125,6 +125,8 @@ def test_demo_runs_and_leaves_nothing_behind(ws: Workspace, tmp_path: Path) -> N
     proc = ws.mam("demo", timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "mark_terminated" in proc.stdout and "terminated" in proc.stdout
+    first = proc.stdout.split("$ mam --backend tmux status\n")[1].splitlines()
+    assert "blocked" in first[2].split() and "generic.proceed" in first[2], first  # the one asking a question
     assert "fixes applied" in proc.stdout
     leftovers = [p for p in set(Path("/tmp").iterdir()) - before if p.name.startswith("mam-demo-")]
     assert leftovers == []

@@ -39,7 +39,10 @@ def run_demo(say: Callable[[str], None], record: Callable[[dict[str, Any]], None
     try:
         say(f"# a private tmux server {SERVER!r} (socket under {tmpdir}) and a scratch workspace\n")
         for name in AGENTS:
-            command = f"sh -c 'echo {name} is a stand-in agent; exec sleep 600'"
+            # The first asks a question, as an agent waiting for its permission does: status reads it as
+            # blocked (rule generic.proceed). The other draws nothing mam has a rule for: unknown, never guessed.
+            question = "; echo Do you want to proceed?" if name == AGENTS[0] else ""
+            command = f"sh -c 'echo {name} is a stand-in agent{question}; exec sleep 600'"
             doc = spawn_document(app, name, agent=None, server=SERVER, cwd=str(workspace), command=command, args=[])
             record({"command": f"spawn {name}", "document": doc})
             say(f"$ mam --backend tmux spawn {name} --server {SERVER} --command \"{command}\"")
