@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mam.errors import MamError
+from mam.errors import EXIT_BAD_INPUT, MamError
 from mam.plugin.records import (
     BootstrapContext,
     BootstrapResult,
@@ -77,7 +77,7 @@ def query_servers(plugins: Plugins, keys: Iterable[ServerKey], ctx: CallContext,
     def one(key: ServerKey) -> ServerOutcome:
         backend_name, server, host = key
         route = routes.get(host)
-        if isinstance(route, MamError):  # the host itself is unusable (its ssh folder, $MAM_SSH_ENV): say why
+        if isinstance(route, MamError):  # the host itself is unusable (its ssh folder): say why
             return ServerOutcome(backend_name, server, ServerState.UNKNOWN, host=host,
                                  error=ServerError(ErrorKind.UNKNOWN, f"host {host}: {route.message}"))
         return with_route(route, _one_here, key)
@@ -122,7 +122,8 @@ def query_servers(plugins: Plugins, keys: Iterable[ServerKey], ctx: CallContext,
 def _fan_out_routes(keys: list[ServerKey], route_for: RouteFor | None) -> dict[str, Route | MamError | None]:
     """The route of each host of a fan-out, batched: the calls made together to one host share one ssh session
     (mam.batch), `expected` being how many servers of that host are asked. A host whose route cannot be built is
-    the error, for its servers to be `unknown` with it."""
+    the error, for its servers to be `unknown` with it; unless the error is the caller's input (a bad
+    $MAM_SSH_CONFIG or $MAM_SSH_ENV, a config `keep:` rule): that is raised, exit 2, not one host's trouble."""
     hosts: dict[str, int] = {}
     for _, _, host in keys:
         hosts[host] = hosts.get(host, 0) + 1
@@ -133,6 +134,8 @@ def _fan_out_routes(keys: list[ServerKey], route_for: RouteFor | None) -> dict[s
         try:
             route = route_for(host) if route_for is not None else None
         except MamError as exc:
+            if exc.exit_code == EXIT_BAD_INPUT:
+                raise
             routes[host] = exc
             continue
         if route is None:
@@ -220,12 +223,6 @@ def call_context(app: App) -> CallContext:
 def outcomes_for(app: App, keys: set[ServerKey], after: After | None = None) -> Mapping[ServerKey, ServerOutcome]:
     if not keys:
         return {}
-    if any(host for _, _, host in keys):
-        # Settings of every remote call: a bad one is the caller's input (exit 2), not one host's trouble.
-        from mam.remote import SSH_ENV_VAR, parse_ssh_env, ssh_config
-
-        ssh_config(app.env)
-        parse_ssh_env(app.env.get(SSH_ENV_VAR))
     for backend in sorted({b for b, _, _ in keys}):  # first, so that their scrub rules shape the client env
         try:
             app.plugins.backend(backend)
