@@ -18,6 +18,7 @@ from mam.plugin.records import ScrubRule
 from mam.workspace import DEFAULT_BACKEND, Workspace, open_workspace
 
 if TYPE_CHECKING:  # pluggy is loaded only by commands that reach a backend
+    from mam.kinds.library import Library
     from mam.plugin.manager import Plugins
     from mam.remote import Routes
     from mam.runner import Route
@@ -67,6 +68,14 @@ class App:
 
             self._routes = Routes(self)
         return self._routes.get(host)
+
+    @cached_property
+    def kinds(self) -> Library:
+        """The agent-kind library with the workspace's .mam/states.yaml, read once per command (a bad file is
+        refused, exit 2). `status` loads its own, in a thread beside the listings (mam.commands.state)."""
+        from mam.kinds.library import load_library
+
+        return load_library(self.workspace.dot_mam / "states.yaml")
 
     @cached_property
     def plugins(self) -> Plugins:

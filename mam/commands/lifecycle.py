@@ -251,19 +251,14 @@ def learned_session(app: App, argv: tuple[str, ...], agent: str | None) -> str |
     """The agent's own session id when the arguments name it (`--session-id ID`, `--resume ID`)."""
     if not any(word.startswith("-") for word in argv[1:]):  # no option, no session id: skip reading the library
         return None
-    from mam.kinds.library import load_library
-
-    library = load_library(app.workspace.dot_mam / "states.yaml")
-    kind = library.kind_for(argv) or (agent if agent in library.kinds else None)
-    return library.session_from_args(kind, argv[1:]) if kind else None
+    kind = app.kinds.kind_of(argv, agent)
+    return app.kinds.session_from_args(kind, argv[1:]) if kind else None
 
 
 def check_label(app: App, agent: str) -> None:
     """`--agent KIND` beside `--command`: KIND says whose screen the program draws, so it must be a kind mam
     knows (shipped, or the workspace's own in .mam/states.yaml); a misspelt one would read no screen."""
-    from mam.kinds.library import load_library
-
-    kinds = set(load_library(app.workspace.dot_mam / "states.yaml").kinds)
+    kinds = set(app.kinds.kinds)
     if agent not in kinds and agent not in AGENT_COMMANDS:
         known = ", ".join(sorted((kinds - {"generic"}) | set(AGENT_COMMANDS)))
         raise MamError("usage", f"unknown agent kind {agent!r}: known are {known}",
@@ -274,10 +269,8 @@ def new_session(app: App, argv: tuple[str, ...], agent: str | None) -> tuple[str
     """A fresh session id and the argv that starts the agent with it, when its kind has `new_session` (claude:
     `--session-id UUID`); else (None, argv) unchanged. The launch spec keeps the user's own arguments: restore
     resumes by the id, not by these options."""
-    from mam.kinds.library import load_library
-
-    library = load_library(app.workspace.dot_mam / "states.yaml")
-    kind = library.kind_for(argv) or (agent if agent in library.kinds else None)
+    library = app.kinds
+    kind = library.kind_of(argv, agent)
     import uuid
 
     session = str(uuid.uuid4())

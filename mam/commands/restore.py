@@ -102,7 +102,7 @@ def _argv(step: Step, library: Library, app: App) -> tuple[str, ...]:
     args = list(spec.get("args") or ())
     program = agent_argv(spec.get("kind"), spec.get("command"), [])
     if row.agent_session:
-        kind = library.kind_for(program) or (spec.get("kind") if spec.get("kind") in library.kinds else None)
+        kind = library.kind_of(program, spec.get("kind"))
         resumed = library.resume_argv(kind, program[0], args, row.agent_session) if kind else None
         if resumed is not None:
             step.resume = True
@@ -271,10 +271,7 @@ def restore_plan(app: App, names: list[str], all_rows: bool, server: str | None 
         rows = [r for r in reg.rows if (explicit is None or r.backend == explicit)
                 and (server is None or r.server == server) and (there is None or (r.host or "") == there)]
     outcomes = outcomes_for(app, {r.server_key for r in rows})
-    from mam.kinds.library import load_library
-
-    library = load_library(app.workspace.dot_mam / "states.yaml")
-    planned = (_plan(app, row, outcomes[row.server_key], bool(names), library) for row in rows)
+    planned = (_plan(app, row, outcomes[row.server_key], bool(names), app.kinds) for row in rows)
     return [step for step in planned if step is not None], dict(outcomes)
 
 

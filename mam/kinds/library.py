@@ -64,6 +64,11 @@ class _Invalid(Exception):
 class Library:
     kinds: Mapping[str, Kind]
 
+    def kind_of(self, argv: Sequence[str], given: str | None) -> str | None:
+        """The kind the program `argv` runs is (`npx @openai/codex` is codex), else `given` (the --agent or
+        spec kind) when the library knows it."""
+        return self.kind_for(argv) or (given if given in self.kinds else None)
+
     def kind_for(self, argv: Sequence[str]) -> str | None:
         """The kind whose `programs` holds the basename of the program `argv` runs, or None.
 
