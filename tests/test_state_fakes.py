@@ -97,6 +97,17 @@ def test_wait_and_send_say_how_to_start_a_missing_agent_again(ws: Workspace) -> 
             assert hint in proc.stderr, proc.stderr
 
 
+def test_wait_and_send_ask_which_server_for_a_name_on_two(ws: Workspace) -> None:
+    ws.write_registry("sessions:\n  - {name: twin, server: east, status: running}\n"
+                      "  - {name: twin, server: west, status: running}\n")
+    for args in (("wait", "twin", "--until", "idle", "--timeout", "1"), ("send", "twin", "hello")):
+        proc = ws.mam(*args)
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.splitlines() == ["mam: twin is registered on several servers (herdr server east, herdr "
+                                            "server west)", "hint: pass --server NAME"]
+    assert ws.herdr.server_starts() == []
+
+
 # zellij: stand-ins in the fake's panes, read from dump-screen.
 
 def zspawn(ws: Workspace, name: str, kind: str, *args: str) -> None:

@@ -24,22 +24,17 @@ MAX_TEXT = 64 * 1024  # a prompt, not a file: anything longer is refused before 
 
 def _row(app: App, name: str, server: str | None, host: str | None = None) -> Row:
     """The one registry row of agent `name` (of the explicit backend, `server` and `host` when given)."""
-    from mam.commands.status import checked_host, host_key
+    from mam.commands.rows import rows_named
+    from mam.commands.status import checked_host
 
     check_name(name, "agent name")
     if server is not None:
         check_name(server, "server name")
-    there = None if host is None else host_key(checked_host(host))
-    explicit = resolve_explicit_backend(app)
-    rows = [r for r in app.load_registry().rows if r.name == name and (explicit is None or r.backend == explicit)
-            and (server is None or r.server == server) and (there is None or (r.host or "") == there)]
+    resolve_explicit_backend(app)
+    rows = rows_named(app, app.load_registry(), name, server, checked_host(host))
     if not rows:
         raise MamError("operation_failed", f"no registered agent named {name}"
                        + (f" on server {server}" if server else ""), hint="see `mam status`")
-    if len(rows) > 1:
-        where = ", ".join(f"{r.backend} {r.server}" for r in rows)
-        raise MamError("usage", f"{name} is registered on more than one server ({where})",
-                       hint="pick one with --server (and --backend)")
     return rows[0]
 
 

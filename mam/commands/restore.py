@@ -27,7 +27,7 @@ from mam.commands.lifecycle import (
     spawn_request,
     with_env,
 )
-from mam.commands.rows import rows_named, snapshot
+from mam.commands.rows import rows_named, rows_on, snapshot
 from mam.commands.status import live_agent
 from mam.errors import MamError
 from mam.names import check_name
@@ -252,10 +252,10 @@ def restore_plan(app: App, names: list[str], all_rows: bool, server: str | None 
         check_name(name, "agent name")
     if server is not None:
         check_name(server, "server name")
-    from mam.commands.status import checked_host, host_key
+    from mam.commands.status import checked_host
 
     host = checked_host(host)
-    explicit = resolve_explicit_backend(app)
+    resolve_explicit_backend(app)
     reg = app.load_registry()
     if names:
         rows: list[Row] = []
@@ -267,9 +267,7 @@ def restore_plan(app: App, names: list[str], all_rows: bool, server: str | None 
                                hint="`mam status` lists what is registered")
             rows.extend(found)
     else:
-        there = None if host is None else host_key(host)
-        rows = [r for r in reg.rows if (explicit is None or r.backend == explicit)
-                and (server is None or r.server == server) and (there is None or (r.host or "") == there)]
+        rows = rows_on(app, reg, server, host)
     outcomes = outcomes_for(app, {r.server_key for r in rows})
     planned = (_plan(app, row, outcomes[row.server_key], bool(names), app.kinds) for row in rows)
     return [step for step in planned if step is not None], dict(outcomes)

@@ -13,16 +13,21 @@ if TYPE_CHECKING:
     from mam.app import App
 
 
-def rows_named(app: App, reg: Registry, name: str, server: str | None, host: str | None = None) -> list[Row]:
-    """The rows a command about agent `name` means: of the backend chosen explicitly (--backend,
-    $MAM_BACKEND), else of any backend, since the row itself says which; on `server` when given; on `host`
-    (checked; "local" is this machine) when given. More than one is refused, saying what to add."""
+def rows_on(app: App, reg: Registry, server: str | None, host: str | None = None) -> list[Row]:
+    """The rows of the backend chosen explicitly (--backend, $MAM_BACKEND), else of any backend, since the row
+    itself says which; on `server` when given; on `host` (checked; "local" is this machine) when given."""
     explicit = app.explicit_backend
     from mam.commands.status import host_key
 
     there = None if host is None else host_key(host)
-    rows = [r for r in reg.rows if r.name == name and (explicit is None or r.backend == explicit)
+    return [r for r in reg.rows if (explicit is None or r.backend == explicit)
             and (server is None or r.server == server) and (there is None or (r.host or "") == there)]
+
+
+def rows_named(app: App, reg: Registry, name: str, server: str | None, host: str | None = None) -> list[Row]:
+    """The rows a command about agent `name` means (`rows_on` with that name). More than one is refused,
+    saying what to add."""
+    rows = [r for r in rows_on(app, reg, server, host) if r.name == name]
     if len(rows) > 1:
         where = ", ".join(sorted(f"{r.backend} server {r.server}" + (f" on {r.host}" if r.host else "") for r in rows))
         # Only what tells them apart: a name on one server name of two hosts needs --host, not --server.
