@@ -169,42 +169,40 @@ def _pane(session: dict[str, Any]) -> str | None:
     return None if session["live"] == "absent" else session["pane_id"]
 
 
+def _sessions_table(sessions: Sequence[dict[str, Any]]) -> list[str]:
+    """The sessions as a table, and a note when columns were left out to fit the terminal. STATE only when the
+    states were read; WHY only when some live agent has something to say (for the others LIVE says it)."""
+    stated = sessions[0].get("state_source") is not None
+    headers: tuple[str, ...] = ("NAME", "BACKEND", "SERVER", "STATUS", "LIVE", *(("STATE",) if stated else ()),
+                                "AGENT", "PANE", "CWD")
+    rows: list[tuple[Any, ...]] = [(s["name"], s["backend"], s["server"], s["status"], s["live"],
+                                    *((s["state"],) if stated else ()), s["agent"], _pane(s), s["cwd"])
+                                   for s in sessions]
+    reasons = [why(s) if stated and s["live"] == "alive" else None for s in sessions]
+    if any(reasons):
+        rows = [(*row, reason) for row, reason in zip(rows, reasons, strict=True)]
+        headers += ("WHY",)
+    if _hosted(sessions):
+        headers, rows = _host_after_server(headers, rows, sessions, 2)
+    # One backend needs no column to say so; the directory is in --json: both give way to WHY first.
+    droppable = (("BACKEND",) if len({s["backend"] for s in sessions}) == 1 else ()) + (
+        ("CWD",) if "WHY" in headers else ())
+    headers, rows, dropped = drop_to_fit(headers, rows, ("CWD", "WHY"), droppable)
+    elastic = tuple(headers.index(h) for h in ("CWD", "WHY") if h in headers)
+    # The reason gives way after the directory: it is what the STATE column is read with.
+    last = (headers.index("WHY"),) if "WHY" in headers else ()
+    colour = tuple(headers.index(h) for h in ("LIVE", "STATE") if h in headers)
+    lines = [table(headers, rows, colour_columns=colour, elastic=elastic, last=last)]
+    if dropped:
+        lines.append(f"({', '.join(dropped)} left out to fit the terminal: `mam status --json` has them)")
+    return lines
+
+
 def status_text(doc: dict[str, Any], servers: Sequence[str] = (), host: str | None = None) -> str:
     parts = [f"workspace {visible(doc['workspace'])}"]  # a directory's name may hold escape sequences
     sessions = doc["sessions"]
-    shift = 1 if _hosted(sessions) else 0  # the columns after SERVER move right by the HOST column
-    if sessions and sessions[0].get("state_source") is not None:
-        reasons = [why(s) if s["live"] == "alive" else None for s in sessions]  # else LIVE says it
-        rows: list[tuple[Any, ...]] = [(s["name"], s["backend"], s["server"], s["status"], s["live"], s["state"],
-                                        s["agent"], _pane(s), s["cwd"]) for s in sessions]
-        headers: tuple[str, ...] = ("NAME", "BACKEND", "SERVER", "STATUS", "LIVE", "STATE", "AGENT", "PANE", "CWD")
-        if any(reasons):  # the column only when some row has something to say
-            rows = [(*row, reason) for row, reason in zip(rows, reasons, strict=True)]
-            headers += ("WHY",)
-        if shift:
-            headers, rows = _host_after_server(headers, rows, sessions, 2)
-        # One backend needs no column to say so; the directory is in --json: both give way to WHY first.
-        droppable = (("BACKEND",) if len({s["backend"] for s in sessions}) == 1 else ()) + ("CWD",)
-        headers, rows, dropped = drop_to_fit(headers, rows, ("CWD", "WHY"), droppable)
-        at = headers.index("LIVE")
-        elastic = tuple(headers.index(h) for h in ("CWD", "WHY") if h in headers)
-        # The reason gives way after the directory: it is what the STATE column is read with.
-        last = (headers.index("WHY"),) if "WHY" in headers else ()
-        parts.append(table(headers, rows, colour_columns=(at, at + 1), elastic=elastic, last=last))
-        if dropped:
-            parts.append(f"({', '.join(dropped)} left out to fit the terminal: `mam status --json` has them)")
-    elif sessions:
-        rows = [(s["name"], s["backend"], s["server"], s["status"], s["live"], s["agent"], _pane(s), s["cwd"])
-                for s in sessions]
-        headers = ("NAME", "BACKEND", "SERVER", "STATUS", "LIVE", "AGENT", "PANE", "CWD")
-        if shift:
-            headers, rows = _host_after_server(headers, rows, sessions, 2)
-        droppable = ("BACKEND",) if len({s["backend"] for s in sessions}) == 1 else ()
-        headers, rows, dropped = drop_to_fit(headers, rows, ("CWD",), droppable)
-        parts.append(table(headers, rows, colour_columns=(headers.index("LIVE"),),
-                           elastic=(headers.index("CWD"),)))
-        if dropped:
-            parts.append(f"({', '.join(dropped)} left out to fit the terminal: `mam status --json` has them)")
+    if sessions:
+        parts.extend(_sessions_table(sessions))
     elif doc.get("state_filter"):
         parts.append(f"no agent is {' or '.join(doc['state_filter'])}")
     elif servers:
