@@ -85,6 +85,19 @@ def stop(ctx: typer.Context,
     return 0
 
 
+def _restore_line(agent: dict[str, Any], dry_run: bool) -> str:
+    """One agent of a restore: where, what became of it, and in a plan the command it would get (its argv,
+    quoted as a shell would need it)."""
+    import shlex
+
+    from mam.render import visible
+
+    on = f" on {agent['host']}" if agent.get("host") else ""
+    line = visible(f"{agent['name']} ({agent['backend']} server {agent['server']}{on}): "
+                   f"{agent['outcome'].replace('_', ' ')}: {agent['message']}")
+    return line + (f"\n  argv: {visible(shlex.join(agent['argv']))}" if dry_run and agent.get("argv") else "")
+
+
 def _removed_text(doc: dict[str, Any]) -> str:
     from mam.render import visible
 
@@ -164,7 +177,6 @@ def restore(ctx: typer.Context,
     call = begin(ctx, as_json)
     from mam.cli.context import say_unanswered
     from mam.commands.restore import restore_document
-    from mam.render import visible
 
     if names and all_rows:
         raise MamError("usage", "NAME... and --all contradict each other", hint="drop one of them")
@@ -172,15 +184,7 @@ def restore(ctx: typer.Context,
     doc = restore_document(app, names or [], all_rows=all_rows, dry_run=dry_run, progress=not call.json,
                            server=server, host=host)
     code = say_unanswered(app, doc)
-    import shlex
-
-    # A plan shows the command each agent would get (`argv`, quoted as a shell would need it to be).
-    lines = [visible(f"{a['name']} ({a['backend']} server {a['server']}"
-                     + (f" on {a['host']}" if a.get("host") else "") + f"): {a['outcome'].replace('_', ' ')}: "
-                     f"{a['message']}") + (f"\n  argv: {visible(shlex.join(a['argv']))}" if dry_run and a.get("argv")
-                                           else "")
-             for a in doc["agents"]]
-    emit(doc, call.json, "\n".join(lines) or "nothing to restore")
+    emit(doc, call.json, "\n".join(_restore_line(a, dry_run) for a in doc["agents"]) or "nothing to restore")
     # A named agent left as it was (its server could not be asked, another restore took it) is not restored:
     # a script's `mam restore NAME && ...` must not go on as if it were.
     skipped = bool(names) and not dry_run and doc["counts"]["skipped"] > 0
