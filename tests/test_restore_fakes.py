@@ -248,3 +248,21 @@ def test_a_reported_session_that_is_no_plain_id_is_never_taken(value: str) -> No
     assert parse_agent_list(listing(plain))[0].session == "019a-77c1"
     assert parse_agent_list(listing({**plain, "value": value}))[0].session is None
     assert parse_agent_list(listing({**plain, "kind": "path"}))[0].session is None
+
+
+def test_a_row_both_c_and_d_is_fixed_whole_and_counted_once(ws: Workspace) -> None:
+    """A row registered terminated whose agent is alive (C) and reports a session the row lacks (D): one
+    --apply marks it running and records the session, and says one row was written, not two."""
+    registry = ("sessions:\n  - {name: back, server: team, status: terminated, agent: claude,"
+                f" spec: {{kind: claude, args: [], cwd: {ws.root}}}}}\n")
+    session = {"agent": "claude", "kind": "id", "source": "herdr:claude", "value": "5e0c-3333"}
+    ws.write_registry(registry)
+    ws.herdr.start("team")
+    ws.herdr.set_agents("team", [{"name": "back", "agent": "claude", "agent_status": "idle", "cwd": str(ws.root),
+                                  "pane_id": "w1:p1", "agent_session": session}])
+    assert sorted(d["class"] for d in ws.mam_json("reconcile")["drifts"]) == ["C", "D"]
+    assert ws.mam_json("reconcile", "--apply")["written"] == 1
+    row = yaml.safe_load(ws.registry.read_text())["sessions"][0]
+    assert (row["status"], row["agent_session"]) == ("running", "5e0c-3333")
+    ws.write_registry(registry)
+    assert "(1 row)" in ws.mam("reconcile", "--apply").stdout
