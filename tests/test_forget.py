@@ -122,3 +122,10 @@ def test_a_name_on_two_backends_asks_for_the_backend(ws: Workspace) -> None:
         assert "old is registered on several servers (herdr server s, tmux server s)" in proc.stderr
         assert proc.stderr.splitlines()[1] == "hint: pass --backend NAME"  # the server is the same
     assert ws.mam_json("--backend", "tmux", "forget", "old")["removed"][0]["backend"] == "tmux"
+
+
+def test_prune_and_spawn_quote_a_huge_or_hostile_word_briefly(ws: Workspace) -> None:
+    ws.write_registry(ROWS)
+    for args in (("prune", "--status", "x" * 100_000 + "\x1b[2J"), ("spawn", "a", "--agent", "\x1b]2;t\x07" * 20_000)):
+        proc = ws.mam(*args)
+        assert proc.returncode == 2 and len(proc.stderr) < 1000 and "\x1b" not in proc.stderr, proc.stderr[:300]

@@ -109,12 +109,16 @@ def prune_document(app: App, statuses: Sequence[str] = PRUNABLE, older_than: flo
 def _refuse_unheard_of(statuses: Sequence[str], held: set[str]) -> None:
     """A status that is neither mam's own nor held by any row is a typo (`termintaed` would remove nothing and
     say so as if all were well). Any other word a row carries (a hand edit) may be pruned."""
-    known = (set(PRUNABLE) | held) - ACTIVE_STATUSES
+    known = sorted((set(PRUNABLE) | held) - ACTIVE_STATUSES)
     for status in statuses:
         if status not in known:
             import difflib
 
-            close = difflib.get_close_matches(status, sorted(known), n=1, cutoff=0.6)
-            raise MamError("usage", f"--status {status!r}: no row has that status",
-                           hint=f"did you mean {close[0]!r}?" if close else
-                           f"statuses here: {', '.join(sorted(known))}")
+            from mam.registry.yamlio import brief
+
+            close = difflib.get_close_matches(status[:100], known, n=1, cutoff=0.6)
+            # The registry's own words, a hand edit's included: a few, each cut short.
+            some = ", ".join(k if len(k) <= 30 else k[:27] + "..." for k in known[:10])
+            raise MamError("usage", f"--status {brief(status)}: no row has that status",
+                           hint=f"did you mean {brief(close[0])}?" if close else
+                           f"statuses here: {some}" + (", ..." if len(known) > 10 else ""))

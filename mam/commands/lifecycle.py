@@ -60,7 +60,9 @@ def agent_argv(agent: str | None, command: str | None, args: list[str]) -> tuple
         raise MamError("usage", "say which agent to run with --agent KIND, or any program with --command CMD")
     if agent not in AGENT_COMMANDS:
         known = ", ".join(sorted(AGENT_COMMANDS))
-        raise MamError("usage", f"unknown agent kind {agent!r}: known are {known}",
+        from mam.registry.yamlio import brief
+
+        raise MamError("usage", f"unknown agent kind {brief(agent)}: known are {known}",
                        hint="run any other agent with --command CMD")
     return (*AGENT_COMMANDS[agent], *args)
 
@@ -261,7 +263,9 @@ def check_label(app: App, agent: str) -> None:
     kinds = set(app.kinds.kinds)
     if agent not in kinds and agent not in AGENT_COMMANDS:
         known = ", ".join(sorted((kinds - {"generic"}) | set(AGENT_COMMANDS)))
-        raise MamError("usage", f"unknown agent kind {agent!r}: known are {known}",
+        from mam.registry.yamlio import brief
+
+        raise MamError("usage", f"unknown agent kind {brief(agent)}: known are {known}",
                        hint="add a kind of your own in .mam/states.yaml (docs/states.md), or leave --agent out")
 
 
