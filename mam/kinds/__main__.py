@@ -2,13 +2,7 @@
 
 from __future__ import annotations
 
-from mam.kinds.library import _shipped_path, _twin_path, twin_text
-
-
-def main() -> None:
-    _twin_path().write_text(twin_text(_shipped_path().read_text(encoding="utf-8")), encoding="utf-8")
-    print(f"wrote {_twin_path()}")
-
+from mam.kinds.library import write_twin
 
 if __name__ == "__main__":
-    main()
+    print(f"wrote {write_twin()}")

@@ -236,6 +236,13 @@ def twin_text(yaml_text: str) -> str:
                       indent=1) + "\n"
 
 
+def write_twin() -> Path:
+    """Write agents.json from agents.yaml as it is now (`python3 -m mam.kinds`, after editing agents.yaml)."""
+    path = _twin_path()
+    path.write_text(twin_text(_shipped_path().read_text(encoding="utf-8")), encoding="utf-8")
+    return path
+
+
 def _trusted_yaml(text: str) -> object:
     """mam's own YAML, read with libyaml's loader when PyYAML has it (a tenth of the time of the refusing
     loader a user's file goes through; a test checks that both read agents.yaml alike)."""
