@@ -156,7 +156,8 @@ def test_restore_with_no_autostart_fails_and_keeps_the_row(ws: Workspace) -> Non
                       "  - {name: coder-1, server: team, status: terminated, agent_session: s-1,"
                       f" spec: {{kind: claude, args: [--model, opus], cwd: {ws.root}}}}}\n")
     text = ws.registry.read_text()
-    proc = ws.mam("restore", "--all", "--json", env={**ws.env, "MAM_NO_AUTOSTART": "1"})
+    # a hand-written spec: run only with consent (docs/trust.md)
+    proc = ws.mam("restore", "--all", "--trust-spec", "--json", env={**ws.env, "MAM_NO_AUTOSTART": "1"})
     assert proc.returncode == 1, proc.stderr
     entry = json.loads(proc.stdout)["agents"][0]
     assert entry["outcome"] == "failed" and "MAM_NO_AUTOSTART=1" in entry["message"]

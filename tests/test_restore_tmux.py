@@ -157,7 +157,7 @@ def test_rows_without_a_spec_and_names_that_are_running(ws: Workspace, tmux: Tmu
                       f"  - {{name: old-claude, backend: tmux, server: {server}, status: terminated, agent: claude,"
                       f" pane: {{cwd: {ws.root}}}}}\n"
                       f"  - {{name: old-shell, backend: tmux, server: {server}, status: terminated, agent: sh}}\n")
-    proc = ws.mam("restore", "--all", "--json")
+    proc = ws.mam("restore", "--all", "--trust-spec", "--json")  # hand-written rows: run only with consent
     assert proc.returncode == 1
     doc = json.loads(proc.stdout)
     by_name = {a["name"]: a for a in doc["agents"]}

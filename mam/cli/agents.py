@@ -95,7 +95,30 @@ def _restore_line(agent: dict[str, Any], dry_run: bool) -> str:
     on = f" on {agent['host']}" if agent.get("host") else ""
     line = visible(f"{agent['name']} ({agent['backend']} server {agent['server']}{on}): "
                    f"{agent['outcome'].replace('_', ' ')}: {agent['message']}")
-    return line + (f"\n  argv: {visible(shlex.join(agent['argv']))}" if dry_run and agent.get("argv") else "")
+    shown = dry_run or agent["outcome"] == "untrusted"  # what the user is asked to trust is always shown
+    line += f"\n  argv: {visible(shlex.join(agent['argv']))}" if shown and agent.get("argv") else ""
+    return line + (f"\n  env: {visible(', '.join(agent['env_names']))}" if shown and agent["env_names"] else "")
+
+
+_DOUBTS = {"unsigned": "it carries no signature of your mam", "no_key": "you have no key to check its signature",
+           "mismatch": "it is not as your mam signed it (edited, or signed with another user's key)"}
+
+
+def _ask(agent: dict[str, Any]) -> bool:
+    """At a terminal: show a launch spec this user's mam did not sign, everything it would run and hand over,
+    and run it only on a yes."""
+    import shlex
+
+    from mam.render import visible
+
+    on = f" on {agent['host']}" if agent.get("host") else " on this machine"
+    lines = [f"{agent['name']} ({agent['backend']} server {agent['server']}{on}): its launch spec is not one "
+             f"your mam wrote: {_DOUBTS.get(agent['spec_trust'], agent['spec_trust'])}",
+             f"  argv: {shlex.join(agent['argv'] or [])}", f"  cwd: {agent['cwd']}",
+             f"  env: {', '.join(agent['env_names']) or '(none)'}"]
+    sys.stderr.write("".join(visible(line) + "\n" for line in lines) + "run it, and sign it as yours? [y/N] ")
+    sys.stderr.flush()
+    return sys.stdin.readline(64).strip().lower() in ("y", "yes")
 
 
 def _removed_text(doc: dict[str, Any]) -> str:
@@ -173,6 +196,9 @@ def restore(ctx: typer.Context,
                                                        help="only the rows on this server")] = None,
             host: HostFilter = None,
             dry_run: Annotated[bool, typer.Option("--dry-run", help="print the plan, start nothing")] = False,
+            trust_spec: Annotated[bool, typer.Option(
+                "--trust-spec", help="run launch specs your mam did not sign too (read them first with --dry-run), "
+                                     "and sign them as yours")] = False,
             as_json: Json = False) -> int:
     call = begin(ctx, as_json)
     from mam.cli.context import say_unanswered
@@ -181,11 +207,13 @@ def restore(ctx: typer.Context,
     if names and all_rows:
         raise MamError("usage", "NAME... and --all contradict each other", hint="drop one of them")
     app = call.open()
+    ask = _ask if not call.json and sys.stdin is not None and sys.stdin.isatty() else None  # never in a script
     doc = restore_document(app, names or [], all_rows=all_rows, dry_run=dry_run, progress=not call.json,
-                           server=server, host=host)
+                           server=server, host=host, trust_spec=trust_spec, ask=ask)
     code = say_unanswered(app, doc)
     emit(doc, call.json, "\n".join(_restore_line(a, dry_run) for a in doc["agents"]) or "nothing to restore")
-    # A named agent left as it was (its server could not be asked, another restore took it) is not restored:
-    # a script's `mam restore NAME && ...` must not go on as if it were.
+    # A named agent left as it was (its server could not be asked, another restore took it), or a spec left
+    # unrun for want of consent, is not restored: a script's `mam restore ... && ...` must not go on as if it were.
     skipped = bool(names) and not dry_run and doc["counts"]["skipped"] > 0
-    return 1 if doc["counts"]["failed"] or skipped else code
+    untrusted = not dry_run and doc["counts"]["untrusted"] > 0
+    return 1 if doc["counts"]["failed"] or skipped or untrusted else code

@@ -76,7 +76,8 @@ def reconcile(ctx: typer.Context,
             doc = reconcile_document(app, apply=apply, adopt=adopt, restore=restore)
         code = say_unanswered(app, doc)
         emit(doc, call.json, None if call.json else _with_restore(render.reconcile_text(doc), doc))
-        return 1 if doc["restore"] and doc["restore"]["counts"]["failed"] else code
+        counts = doc["restore"]["counts"] if doc["restore"] else {}
+        return 1 if counts.get("failed") or counts.get("untrusted") else code
     try:
         while True:
             doc = reconcile_document(app, apply=apply, adopt=adopt, restore=restore)
@@ -98,8 +99,19 @@ def _with_restore(text: str, doc: dict[str, Any]) -> str:
     if doc["restore"] is None:
         return text
     lines = [visible(f"restore {a['name']} ({a['backend']} server {a['server']}): {a['outcome'].replace('_', ' ')}: "
-                     f"{a['message']}") for a in doc["restore"]["agents"]]
+                     f"{a['message']}" + _untrusted(a)) for a in doc["restore"]["agents"]]
     return "\n".join([text, *(lines or ["restore: nothing to restore"])])
+
+
+def _untrusted(agent: dict[str, Any]) -> str:
+    """What a spec left unrun for want of consent would run, on its one line: its argv and the variables it
+    would get."""
+    if agent["outcome"] != "untrusted" or not agent["argv"]:
+        return ""
+    import shlex
+
+    env = f"; env: {', '.join(agent['env_names'])}" if agent["env_names"] else ""
+    return f" (argv: {shlex.join(agent['argv'])}{env})"
 
 
 def ls(ctx: typer.Context,

@@ -448,6 +448,9 @@ def _spawn(app: App, name: str, agent: str | None, server: str, cwd: str | None,
         session, argv = new_session(app, argv, agent)
     key = (app.backend_name, server, name, there)
     known = app.load_registry().find(key)  # an invalid registry is refused before anything starts
+    from mam import specsign
+
+    spec_key = specsign.load_key(app.env, create=True)  # an unusable key file too (docs/trust.md)
     ctx = CallContext(timeout=app.timeout, env=app.server_env)
     where = f"{app.backend_name} server {server}" + (f" on {there}" if there else "")
     with waiting(f"asking {where} for its agents", progress):
@@ -469,8 +472,12 @@ def _spawn(app: App, name: str, agent: str | None, server: str, cwd: str | None,
     kind = agent or Path(argv[0]).name
     token = secrets.token_hex(8)
     blocked: list[Row] = []
+    recorded = launch_spec(agent, command, args, str(directory), names)
+    assert spec_key is not None
+    signature = specsign.sign(spec_key, specsign.row_fields(name, app.backend_name, server, there, kind, session),
+                              recorded)  # restore runs the spec only while it is what this spawn wrote
     fields: dict[str, Any] = {"status": "starting", "agent": kind, "pane": {"cwd": str(directory)},
-                              "spec": launch_spec(agent, command, args, str(directory), names),
+                              "spec": recorded, specsign.FIELD: signature,
                               "created_at": registry.timestamp(), TOKEN: token}
     if session is not None:
         fields["agent_session"] = session

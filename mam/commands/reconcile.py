@@ -91,8 +91,40 @@ def find_drifts(rows: list[Row], outcomes: Mapping[ServerKey, ServerOutcome], ad
     return sorted(drifts, key=lambda d: d.sort_key)
 
 
-def make_change(drifts: list[Drift], written: list[Drift]) -> registry.Change:
+def _record_session(row: Row, session: str, key: bytes | None) -> None:
+    """Drift D: the session the server reports, in the row. The session is part of what a spec's signature
+    covers (restore resumes it): a row whose signature held is signed again with it, any other stays unsigned."""
+    from mam import specsign
+
+    signed = row.spec is not None and key is not None and specsign.verdict(
+        key, row.raw.get(specsign.FIELD), _signed_fields(row, row.agent_session), row.spec) == specsign.SIGNED
+    row.raw["agent_session"] = session
+    if signed:
+        assert key is not None and row.spec is not None
+        row.raw[specsign.FIELD] = specsign.sign(key, _signed_fields(row, session), row.spec)
+
+
+def _signed_fields(row: Row, session: str | None) -> dict[str, Any]:
+    from mam import specsign
+
+    return specsign.row_fields(row.name, row.backend, row.server, row.host, row.agent, session)
+
+
+def _spec_key(app: App) -> bytes | None:
+    """This user's launch spec key, or None: without a usable one a recorded session leaves the spec unsigned
+    (restore then says why, and asks before it runs it)."""
+    from mam import specsign
+    from mam.errors import MamError
+
+    try:
+        return specsign.load_key(app.env)
+    except MamError:
+        return None
+
+
+def make_change(drifts: list[Drift], written: list[Drift], key: bytes | None = None) -> registry.Change:
     """The fixes, applied to the freshly re-read registry under its lock; each one written lands in `written`.
+    `key`: this user's launch spec key, to sign a recorded session into a signed row.
 
     The listing the plan rests on is older than this re-read: a row that changed meanwhile in any way (a
     re-spawn, a stop, a hand edit) is no longer the row that listing was about, and is left alone."""
@@ -114,7 +146,7 @@ def make_change(drifts: list[Drift], written: list[Drift]) -> registry.Change:
                 row.raw["status"] = "running"
                 written.append(drift)
             elif drift.cls == "D" and row is not None and drift.session:
-                row.raw["agent_session"] = drift.session
+                _record_session(row, drift.session, key)
                 written.append(drift)
             elif (drift.cls == "B" and drift.action == "adopt" and drift.key not in registered
                   and drift.agent is not None):
@@ -152,7 +184,8 @@ def reconcile_document(app: App, apply: bool = False, adopt: bool = False, resto
     if apply:
         fixes = [d for d in drifts if d.cls in "ACD" or d.action == "adopt"]
         if fixes:
-            registry.update(reg.path, app.row_default_backend, make_change(fixes, written))
+            key = _spec_key(app) if any(d.cls == "D" for d in fixes) else None
+            registry.update(reg.path, app.row_default_backend, make_change(fixes, written, key))
         applied = True
     alive = sorted(f"{a.name}|{server}" + (f"@{host}" if host else "") for (_, server, host), o in outcomes.items()
                    for a in o.agents if a.name is not None)

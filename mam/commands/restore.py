@@ -4,17 +4,20 @@ resuming the agent's own conversation where the row knows its session id (docs/c
 A row is restored only once: each one is claimed under the registry lock, and only while it is still exactly
 as the plan saw it, so of two concurrent restores one starts the agent and the other finds the row taken.
 A row whose server could not be asked (`unknown`) is never restored: the agent may still run there.
+A spec runs only when this user's mam signed it (mam/specsign.py); any other is `untrusted`, shown with its argv,
+and runs only with the user's consent (`--trust-spec`, or a yes at a terminal), which signs it as theirs.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import secrets
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mam import registry
+from mam import registry, specsign
 from mam.app import App
 from mam.commands.lifecycle import (
     AGENT_COMMANDS,
@@ -50,7 +53,7 @@ class Step:
     row: Row
     seen: dict[str, Any]
     server_state: str
-    outcome: str  # would_restore | restored | failed | skipped | running
+    outcome: str  # would_restore | restored | failed | skipped | running | untrusted
     message: str
     spec: dict[str, Any] | None = None
     argv: list[str] | None = None  # what runs, without the `env NAME=VALUE` that sets the variables
@@ -58,6 +61,8 @@ class Step:
     env_missing: list[str] = field(default_factory=list)
     bootstrap: bool = False
     pane_id: str | None = None
+    trust: str | None = None  # what the spec's signature says (mam.specsign), once the plan got that far
+    consented: bool = False  # the user said to run it anyway: the claim signs it as theirs
 
     def as_json(self) -> dict[str, Any]:
         row, spec = self.row, self.spec or {}
@@ -66,7 +71,8 @@ class Step:
                 "message": self.message,
                 "bootstrap": self.bootstrap, "argv": self.argv, "cwd": spec.get("cwd"), "resume": self.resume,
                 "agent_session": row.agent_session, "env_names": list(spec.get("env_names") or ()),
-                "env_missing": self.env_missing, "pane_id": self.pane_id}
+                "env_missing": self.env_missing, "pane_id": self.pane_id,
+                "spec_trust": "consented" if self.consented else self.trust}
 
 
 def row_spec(row: Row) -> dict[str, Any] | None:
@@ -77,6 +83,51 @@ def row_spec(row: Row) -> dict[str, Any] | None:
     if row.spec is None and row.agent in AGENT_COMMANDS and row.cwd:
         return {"kind": row.agent, "args": [], "cwd": row.cwd, "env_names": []}
     return None
+
+
+class SpecTrust:
+    """The signatures of one command's specs, checked under this user's key (read once, when first needed)."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self.env = env
+        self._key: bytes | None = None
+        self._loaded = False
+
+    def key(self, create: bool = False) -> bytes | None:
+        if not self._loaded or (self._key is None and create):
+            self._key = specsign.load_key(self.env, create)  # an unusable key file is refused here
+            self._loaded = True
+        return self._key
+
+    def verdict(self, row: Row, spec: Mapping[str, Any]) -> str:
+        signature = row.raw.get(specsign.FIELD)
+        key = self.key() if signature else None
+        return specsign.verdict(key, signature, signed_fields(row), spec)
+
+    def signature(self, row: Row, spec: Mapping[str, Any]) -> str:
+        key = self.key(create=True)
+        assert key is not None
+        return specsign.sign(key, signed_fields(row), spec)
+
+
+def signed_fields(row: Row) -> dict[str, Any]:
+    return specsign.row_fields(row.name, row.backend, row.server, row.host, row.agent, row.agent_session)
+
+
+_DOUBT = {"unsigned": "its launch spec carries no signature of your mam (written by hand, by another program, or "
+                      "before mam signed specs)",
+          "mismatch": "its launch spec, or where and as what it runs, is not as your mam signed it (edited by "
+                      "hand, or signed with another user's key)",
+          "no_key": "you have no launch spec key, so its signature cannot be checked"}
+
+
+def consent_hint(row: Row) -> str:
+    """The command that runs an untrusted spec once the user has read it."""
+    import shlex
+
+    words = ["mam", "restore", row.name, "--server", row.server, *(("--host", row.host) if row.host else ()),
+             "--trust-spec"]
+    return shlex.join(words)
 
 
 def is_candidate(row: Row, live: str, named: bool) -> bool:
@@ -110,7 +161,8 @@ def _argv(step: Step, library: Library, app: App) -> tuple[str, ...]:
     return (*program, *args)
 
 
-def _plan(app: App, row: Row, outcome: ServerOutcome, named: bool, library: Library) -> Step | None:
+def _plan(app: App, row: Row, outcome: ServerOutcome, named: bool, library: Library,
+          trust: SpecTrust) -> Step | None:
     live, _ = live_agent(row, outcome)
     state = outcome.state.value
     step = Step(row, snapshot(row), state, "skipped", "")
@@ -165,15 +217,35 @@ def _plan(app: App, row: Row, outcome: ServerOutcome, named: bool, library: Libr
     if missing is not None:
         step.message = missing
         return step
-    step.outcome = "would_restore"
     step.bootstrap = outcome.state is ServerState.DOWN
-    step.message = "would start " + ("its server and " if step.bootstrap else "") + "the agent" + (
-        ", resuming its session" if step.resume else "")
+    step.trust = trust.verdict(row, step.spec)
+    if step.trust != "signed":  # not run, and not started a server for: shown with its argv, for consent
+        step.outcome = "untrusted"
+        step.message = f"{_DOUBT[step.trust]}: not run; read its argv, then `{consent_hint(row)}` runs it and " \
+                       "signs it as yours"
+        return step
+    _would_restore(step)
     return step
 
 
-def _claim(key: RowKey, seen: dict[str, Any], token: str, taken: list[Row]) -> registry.Change:
-    """Take the row for this restore, under the lock, only while it is exactly as the plan saw it."""
+def _would_restore(step: Step) -> None:
+    step.outcome = "would_restore"
+    step.message = "would start " + ("its server and " if step.bootstrap else "") + "the agent" + (
+        ", resuming its session" if step.resume else "") + (", which you trust" if step.consented else "")
+
+
+def consent(steps: list[Step], trust_all: bool, ask: Callable[[dict[str, Any]], bool] | None) -> None:
+    """Turn each untrusted step the user consents to (all of them with `trust_all`, else each one `ask` says yes
+    to, seeing its entry: argv, cwd, host, env_names) into one to restore; its claim signs the spec as theirs."""
+    for step in steps:
+        if step.outcome == "untrusted" and (trust_all or (ask is not None and ask(step.as_json()))):
+            step.consented = True
+            _would_restore(step)
+
+
+def _claim(key: RowKey, seen: dict[str, Any], token: str, taken: list[Row], signed: dict[str, Any]) -> registry.Change:
+    """Take the row for this restore, under the lock, only while it is exactly as the plan saw it; `signed` holds
+    the spec and signature of a spec the user consented to (the row then holds what they consented to)."""
 
     def change(document: dict[str, Any], rows: tuple[Row, ...]) -> bool:
         row = next((r for r in rows if r.key == key), None)
@@ -181,13 +253,21 @@ def _claim(key: RowKey, seen: dict[str, Any], token: str, taken: list[Row]) -> r
             if row is not None:
                 taken.append(row)
             return False
-        row.raw.update({"status": "starting", TOKEN: token})
+        row.raw.update({"status": "starting", TOKEN: token, **signed})
         return True
 
     return change
 
 
-def _restore(app: App, step: Step, progress: bool) -> None:
+def _consented_fields(step: Step, trust: SpecTrust) -> dict[str, Any]:
+    """The spec the user consented to (written out when it was made from `agent` and `pane.cwd`) and its new
+    signature, so that later restores run it without asking."""
+    assert step.spec is not None
+    spec = step.spec if step.row.spec is not None else dict(step.spec)
+    return {"spec": spec, specsign.FIELD: trust.signature(step.row, spec)}
+
+
+def _restore(app: App, step: Step, progress: bool, trust: SpecTrust) -> None:
     row = step.row
     assert step.spec is not None and step.argv is not None
     assignments, step.env_missing = env_assignments(app, list(step.spec.get("env_names") or ()))
@@ -201,8 +281,9 @@ def _restore(app: App, step: Step, progress: bool) -> None:
     token = secrets.token_hex(8)
     taken: list[Row] = []
     try:
+        signed = _consented_fields(step, trust) if step.consented else {}
         fresh = registry.update(app.workspace.registry_path, app.row_default_backend,
-                                _claim(row.key, step.seen, token, taken))
+                                _claim(row.key, step.seen, token, taken, signed))
     except MamError as exc:  # a locked or read-only registry: nothing was claimed or started
         step.outcome, step.message = "failed", exc.message
         return
@@ -242,9 +323,10 @@ def _bootstrap(app: App, key: ServerKey, steps: list[Step], progress: bool) -> N
 
 
 def restore_plan(app: App, names: list[str], all_rows: bool, server: str | None = None,
-                 host: str | None = None) -> tuple[list[Step], dict[ServerKey, ServerOutcome]]:
+                 host: str | None = None, trust: SpecTrust | None = None
+                 ) -> tuple[list[Step], dict[ServerKey, ServerOutcome]]:
     """The steps for the rows meant: `names` (each one row, on `server` and `host` when given), or every row
-    (of those) with `all_rows`."""
+    (of those) with `all_rows`. A spec `trust` does not find signed is `untrusted`."""
     if not names and not all_rows:
         raise MamError("usage", "say which agents to restore: NAME..., or --all",
                        hint="`mam restore --all --dry-run` shows what would be restored")
@@ -269,11 +351,13 @@ def restore_plan(app: App, names: list[str], all_rows: bool, server: str | None 
     else:
         rows = rows_on(app, reg, server, host)
     outcomes = outcomes_for(app, {r.server_key for r in rows})
-    planned = (_plan(app, row, outcomes[row.server_key], bool(names), app.kinds) for row in rows)
+    trust = trust or SpecTrust(app.env)
+    planned = (_plan(app, row, outcomes[row.server_key], bool(names), app.kinds, trust) for row in rows)
     return [step for step in planned if step is not None], dict(outcomes)
 
 
-def run_plan(app: App, steps: list[Step], progress: bool = False) -> None:
+def run_plan(app: App, steps: list[Step], progress: bool = False, trust: SpecTrust | None = None) -> None:
+    trust = trust or SpecTrust(app.env)
     todo = [s for s in steps if s.outcome == "would_restore"]
     down: dict[ServerKey, list[Step]] = {}
     for step in todo:
@@ -283,19 +367,25 @@ def run_plan(app: App, steps: list[Step], progress: bool = False) -> None:
         _bootstrap(app, key, on_it, progress)
     for step in todo:
         if step.outcome == "would_restore":
-            _restore(_app_for(app, step.row.backend), step, progress)
+            _restore(_app_for(app, step.row.backend), step, progress, trust)
 
 
 def plan_summary(steps: list[Step]) -> dict[str, int]:
     return {outcome: sum(s.outcome == outcome for s in steps)
-            for outcome in ("restored", "would_restore", "failed", "skipped", "running")}
+            for outcome in ("restored", "would_restore", "failed", "skipped", "running", "untrusted")}
 
 
 def restore_document(app: App, names: list[str], all_rows: bool = False, dry_run: bool = False,
-                     progress: bool = False, server: str | None = None, host: str | None = None) -> dict[str, Any]:
-    steps, outcomes = restore_plan(app, names, all_rows, server, host)
+                     progress: bool = False, server: str | None = None, host: str | None = None,
+                     trust_spec: bool = False, ask: Callable[[dict[str, Any]], bool] | None = None
+                     ) -> dict[str, Any]:
+    """`trust_spec`: run the specs this user's mam did not sign too (and sign them); `ask`: asks the user about
+    each such spec, seeing its entry (never in a dry run)."""
+    trust = SpecTrust(app.env)
+    steps, outcomes = restore_plan(app, names, all_rows, server, host, trust)
+    consent(steps, trust_spec, None if dry_run else ask)
     if not dry_run:
-        run_plan(app, steps, progress)
+        run_plan(app, steps, progress, trust)
     return {"schema": 1, "workspace": str(app.workspace.root), "registry": str(app.workspace.registry_path),
             "backend": app.explicit_backend, "dry_run": dry_run,
             "servers": [outcomes[k].as_json() for k in sorted(outcomes)],
