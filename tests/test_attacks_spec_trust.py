@@ -310,11 +310,18 @@ def _not_a_key(path: Path) -> None:
     path.write_text("hello\n")
 
 
+def _other_owner(path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("giving a file to another user needs root")
+    os.chown(path, 54321, -1)
+
+
 @pytest.mark.parametrize(("spoil", "message"), [
     (_group_readable, "mode 0640: group or others can read or write it (it must be 0600)"),
     (_world_writable, "mode 0602: group or others can read or write it"),
     (_symlink, "it is a symbolic link"),
     (_not_a_key, "not a key mam wrote"),
+    (_other_owner, "owned by uid 54321, not by you"),
 ])
 def test_an_unsafe_key_file_is_refused_with_a_clear_error(victim: Victim, spoil: Callable[[Path], None],
                                                           message: str) -> None:
