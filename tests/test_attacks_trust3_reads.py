@@ -1,0 +1,106 @@
+"""Trust, third round (issue 20, items 1-4): what mam reads from a backend. A server mam cannot look at is
+`unknown`, never `down`; a spawn in flight is no drift; a raw `\\r` in a pane's directory blinds nothing; and no
+answer is read past $MAM_MAX_OUTPUT."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from conftest import FAKES, Tmux, Workspace
+
+# The memory a mam process may take in these tests: far above what it needs, far below an unbounded read.
+MEMORY_LIMIT = 1024 ** 3
+
+
+def _bounded() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+
+
+def _mam(ws: Workspace, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """mam as a process with bounded memory: a read without a limit dies of it (or runs into its timeout)."""
+    return subprocess.run([sys.executable, "-m", "mam", *args], env=env, cwd=ws.root, capture_output=True,
+                          text=True, timeout=120, stdin=subprocess.DEVNULL, preexec_fn=_bounded)
+
+
+def _flooding(ws: Workspace, tmp_path: Path, backend: str, real: str, **plan: Any) -> dict[str, str]:
+    """The faulty stand-in first on PATH as `backend`, flooding its stdout forever; the environment for mam."""
+    bin_dir = tmp_path / "flood-bin"
+    bin_dir.mkdir()
+    shutil.copy(FAKES / "faulty", bin_dir / backend)
+    plan_path = bin_dir / "plan.json"
+    plan_path.write_text(json.dumps({"mode": "flood", "real": real, "log": str(tmp_path / "calls.jsonl"), **plan}))
+    return {**ws.env, "PATH": f"{bin_dir}:{Path(sys.executable).parent}:/usr/bin:/bin",
+            "FAULTY_PLAN": str(plan_path), "MAM_BACKEND": backend, "MAM_TIMEOUT": "30", "MAM_MAX_OUTPUT": "1M"}
+
+
+def _status_is_unknown_over_the_limit(ws: Workspace, env: dict[str, str]) -> None:
+    proc = _mam(ws, "status", "--json", env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    doc = json.loads(proc.stdout)
+    [server] = doc["servers"]
+    assert server["state"] == "unknown", server
+    assert "more than 1048576 bytes" in server["error"]["message"], server
+    assert "MAM_MAX_OUTPUT" in server["error"]["message"], server
+    assert doc["sessions"][0]["status"] == "running"  # nothing recorded dead for it
+
+
+def test_a_herdr_streaming_json_forever_is_unknown_over_the_output_limit(ws: Workspace, tmp_path: Path) -> None:
+    ws.write_registry("version: 1\nsessions:\n  - {name: a1, backend: herdr, server: s1, status: running}\n")
+    env = _flooding(ws, tmp_path, "herdr", str(FAKES / "herdr"), stdout='{"result":', chunk=" [")
+    _status_is_unknown_over_the_limit(ws, env)
+
+
+def test_a_tmux_printing_endlessly_is_unknown_over_the_output_limit(ws: Workspace, tmp_path: Path) -> None:
+    ws.write_registry("version: 1\nsessions:\n  - {name: a1, backend: tmux, server: s1, status: running}\n")
+    env = _flooding(ws, tmp_path, "tmux", shutil.which("tmux") or "/usr/bin/tmux", chunk="y\n")
+    _status_is_unknown_over_the_limit(ws, env)
+
+
+@pytest.mark.parametrize("value", ["0", "12", "-1", "1T", "x", "2G", "99999999999999999999"])
+def test_a_bad_output_limit_is_refused(ws: Workspace, value: str) -> None:
+    proc = ws.mam("status", env={**ws.env, "MAM_MAX_OUTPUT": value})
+    assert proc.returncode == 2 and "MAM_MAX_OUTPUT" in proc.stderr, proc.stderr
+
+
+def _rows(ws: Workspace) -> dict[str, dict[str, Any]]:
+    return {r["name"]: r for r in yaml.safe_load(ws.registry.read_text())["sessions"]}
+
+
+def test_a_carriage_return_in_one_panes_directory_blinds_nothing(ws: Workspace, tmux: Tmux, tmp_path: Path) -> None:
+    """tmux prints a pane's directory with its raw `\\r`: read with universal newlines, that split a record and
+    the whole server's listing was refused (every agent `unknown`, new spawns left `starting`)."""
+    server = tmux.name()
+    odd = tmp_path / "d\rx"
+    odd.mkdir()
+    ws.mam_json("spawn", "plain", "--server", server, "--command", "sleep 600", "--cwd", str(tmp_path))
+    ws.mam_json("spawn", "odd", "--server", server, "--command", "sleep 600", "--cwd", str(odd))
+    tmux.run(server, "new-session", "-d", "-s", "mover", "-c", str(tmp_path), "sh")  # an agent that cd's there
+    # printf makes the \r: typed raw, it would end the line
+    tmux.run(server, "send-keys", "-t", "=mover:", "-l", "cd \"$(printf 'd\\rx')\"")
+    tmux.run(server, "send-keys", "-t", "=mover:", "Enter")
+    pid = tmux.run(server, "display", "-p", "-t", "=mover:", "#{pane_pid}").stdout.strip()
+    deadline = time.monotonic() + 20
+    while os.readlink(f"/proc/{pid}/cwd") != str(odd):
+        assert time.monotonic() < deadline, "the shell did not cd"
+        time.sleep(0.1)
+    listed = ws.mam_json("ls", "--server", server)
+    assert listed["server"]["state"] == "up", listed["server"]
+    agents = {a["name"]: a for a in listed["agents"]}
+    assert agents["odd"]["cwd"] == str(odd) and agents["mover"]["cwd"] == str(odd)
+    assert agents["plain"]["cwd"] == str(tmp_path)
+    status = ws.mam_json("status")
+    assert status["servers"][0]["state"] == "up", status["servers"]
+    assert {s["name"]: s["live"] for s in status["sessions"]} == {"plain": "alive", "odd": "alive"}
+    ws.mam_json("spawn", "later", "--server", server, "--command", "sleep 600")
+    assert _rows(ws)["later"]["status"] == "running"
