@@ -104,3 +104,68 @@ def test_a_carriage_return_in_one_panes_directory_blinds_nothing(ws: Workspace, 
     assert {s["name"]: s["live"] for s in status["sessions"]} == {"plain": "alive", "odd": "alive"}
     ws.mam_json("spawn", "later", "--server", server, "--command", "sleep 600")
     assert _rows(ws)["later"]["status"] == "running"
+
+
+def _slow_tmux(tmp_path: Path, env: dict[str, str], seconds: float) -> dict[str, str]:
+    """A tmux that takes `seconds` to create a session (a slow or remote server), first on PATH."""
+    bin_dir = tmp_path / "slow-bin"
+    bin_dir.mkdir()
+    real = shutil.which("tmux") or "/usr/bin/tmux"
+    script = bin_dir / "tmux"
+    script.write_text(f'#!/bin/sh\nfor a in "$@"; do [ "$a" = new-session ] && sleep {seconds}; done\n'
+                      f'exec {real} "$@"\n')
+    script.chmod(0o755)
+    return {**env, "PATH": f"{bin_dir}:{env['PATH']}"}
+
+
+def _wait_row(ws: Workspace, name: str, status: str) -> dict[str, Any]:
+    deadline = time.monotonic() + 30
+    while True:
+        row = _rows(ws).get(name) if ws.registry.exists() else None
+        if row is not None and row["status"] == status:
+            return row
+        assert time.monotonic() < deadline, row
+        time.sleep(0.02)
+
+
+def test_reconcile_leaves_a_spawn_in_flight_alone(ws: Workspace, tmux: Tmux, tmp_path: Path) -> None:
+    """`mam spawn y &` then `reconcile --apply --restore` while tmux still creates y: the row was marked
+    terminated ("absent"), restored into `duplicate session: y`, and a prune then dropped a live agent's row."""
+    server = tmux.name()
+    tmux.agent(server, "other")  # the server is up: the spawn's only slow step is creating its session
+    env = _slow_tmux(tmp_path, ws.env, 1.5)
+    spawn = subprocess.Popen([sys.executable, "-m", "mam", "spawn", "y", "--server", server, "--command",
+                              "sleep 600", "--json"], env=env, cwd=ws.root, stdin=subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_row(ws, "y", "starting")
+        doc = ws.mam_json("reconcile", "--apply", "--restore", env=env)
+        assert [d for d in doc["drifts"] if d["name"] == "y"] == [], doc["drifts"]
+        assert [a for a in doc["restore"]["agents"] if a["name"] == "y"] == [], doc["restore"]
+        assert ws.mam("prune", env=env).returncode == 0
+        out, err = spawn.communicate(timeout=60)
+    finally:
+        if spawn.poll() is None:
+            spawn.kill()
+            spawn.communicate()
+    assert spawn.returncode == 0, err
+    row = _rows(ws)["y"]
+    assert row["status"] == "running" and json.loads(out)["session"]["status"] == "running", row
+    names = tmux.run(server, "list-sessions", "-F", "#{session_name}").stdout.split()
+    assert names.count("y") == 1
+    assert not list((ws.root / ".mam" / "locks").glob("spawn-*"))  # the spawn's lock went with it
+
+
+def test_a_starting_row_whose_spawn_is_gone_is_still_settled(ws: Workspace, tmux: Tmux) -> None:
+    """The lock of a spawn that was killed is held by nobody (the kernel dropped it): its row is drift again."""
+    server = tmux.name()
+    tmux.agent(server, "other")
+    token = "0123456789abcdef"
+    ws.write_registry(f"version: 1\nsessions:\n  - {{name: y, backend: tmux, server: {server}, status: starting, "
+                      f"spawn_token: '{token}'}}\n")
+    locks = ws.root / ".mam" / "locks"
+    locks.mkdir()
+    (locks / f"spawn-{token}.lock").touch()  # left by a spawn killed before it could remove it
+    doc = ws.mam_json("reconcile", "--apply")
+    assert [(d["class"], d["name"]) for d in doc["drifts"] if d["name"] == "y"] == [("A", "y")]
+    assert _rows(ws)["y"]["status"] == "terminated"

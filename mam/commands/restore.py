@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mam import registry
+from mam import inflight, registry
 from mam.app import App
 from mam.commands.lifecycle import (
     AGENT_COMMANDS,
@@ -31,7 +31,7 @@ from mam.commands.rows import rows_named, rows_on, snapshot
 from mam.commands.status import live_agent
 from mam.errors import MamError
 from mam.names import check_name
-from mam.plugin.records import CallContext, ServerOutcome, ServerState
+from mam.plugin.records import CallContext, ServerOutcome, ServerState, SpawnRequest
 from mam.progress import waiting
 from mam.registry import Row, RowKey
 from mam.runner import remote_route
@@ -200,6 +200,17 @@ def _restore(app: App, step: Step, progress: bool) -> None:
         return
     token = secrets.token_hex(8)
     taken: list[Row] = []
+    try:
+        inflight.hold(app.workspace.dot_mam, token)  # as a spawn does: reconcile leaves the row alone
+        _restore_claimed(app, step, row, request, token, taken, assignments, progress)
+    except MamError as exc:
+        step.outcome, step.message = "failed", exc.message
+    finally:
+        inflight.release(token)
+
+
+def _restore_claimed(app: App, step: Step, row: Row, request: SpawnRequest, token: str, taken: list[Row],
+                     assignments: list[str], progress: bool) -> None:
     try:
         fresh = registry.update(app.workspace.registry_path, app.row_default_backend,
                                 _claim(row.key, step.seen, token, taken))
