@@ -8,6 +8,7 @@ import json
 import os
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -169,3 +170,69 @@ def test_a_starting_row_whose_spawn_is_gone_is_still_settled(ws: Workspace, tmux
     doc = ws.mam_json("reconcile", "--apply")
     assert [(d["class"], d["name"]) for d in doc["drifts"] if d["name"] == "y"] == [("A", "y")]
     assert _rows(ws)["y"]["status"] == "terminated"
+
+
+def _can_unshare() -> bool:
+    try:
+        return subprocess.run(["unshare", "--net", "--mount", "true"], capture_output=True, timeout=20,
+                              stdin=subprocess.DEVNULL).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+needs_unshare = pytest.mark.skipif(not _can_unshare(), reason="needs `unshare --net --mount` (root)")
+# mam run in a sandbox: without the network (its own, empty network namespace), or with no /proc at all (as on
+# macOS or BSD, or a container that hides it).
+SANDBOXES = {
+    "no network": ["unshare", "--net", "--"],
+    "no /proc": ["unshare", "--mount", "--", "sh", "-c", 'mount -t tmpfs none /proc && exec "$@"', "sh"],
+}
+
+
+def _sandboxed(ws: Workspace, sandbox: str, *args: str) -> dict[str, Any]:
+    proc = subprocess.run([*SANDBOXES[sandbox], sys.executable, "-m", "mam", *args, "--json"], env=ws.env,
+                          cwd=ws.root, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr
+    doc: dict[str, Any] = json.loads(proc.stdout)
+    return doc
+
+
+@needs_unshare
+@pytest.mark.parametrize("sandbox", SANDBOXES)
+def test_a_live_server_whose_socket_is_deleted_is_unknown_from_a_sandbox(ws: Workspace, tmux: Tmux,
+                                                                        sandbox: str) -> None:
+    """From where /proc/net/unix does not show the server's socket (another network namespace) or cannot be
+    read, its deleted socket made the server `down`: reconcile ended its live agents and restore started a
+    second server on the path."""
+    server = tmux.name()
+    ws.mam_json("spawn", "kept", "--server", server, "--command", "sleep 600")
+    pid = int(tmux.run(server, "display-message", "-p", "#{pid}").stdout)
+    path = tmux.socket_dir / server
+    path.unlink()  # what a temp cleaner does
+    try:
+        state = _sandboxed(ws, sandbox, "status")["servers"][0]
+        assert state["state"] == "unknown", state
+        if sandbox == "no network":  # it looked in the server's namespace too, and found it
+            assert f"kill -USR1 {pid}" in state["error"]["message"], state
+        else:
+            assert "cannot tell" in state["error"]["message"], state
+        doc = _sandboxed(ws, sandbox, "reconcile", "--apply", "--restore")
+        assert doc["drifts"] == [] and doc["restore"]["counts"]["restored"] == 0, doc
+        assert _rows(ws)["kept"]["status"] == "running"
+        assert not path.exists()  # no second server on the path
+    finally:
+        path.unlink(missing_ok=True)
+        os.kill(pid, signal.SIGUSR1)  # the server makes its socket again; the teardown reaches it
+    deadline = time.monotonic() + 10
+    while not path.exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+
+@needs_unshare
+def test_a_server_that_exited_is_still_down_from_a_sandbox_without_the_network(ws: Workspace, tmux: Tmux) -> None:
+    server = tmux.name()
+    ws.mam_json("spawn", "gone", "--server", server, "--command", "sleep 600")
+    tmux.run(server, "kill-server")
+    (tmux.socket_dir / server).unlink(missing_ok=True)
+    assert _sandboxed(ws, "no network", "status")["servers"][0]["state"] == "down"
