@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
+from sshd import Sshd
 
 from conftest import FAKES, Tmux, Workspace
 
@@ -236,3 +237,22 @@ def test_a_server_that_exited_is_still_down_from_a_sandbox_without_the_network(w
     tmux.run(server, "kill-server")
     (tmux.socket_dir / server).unlink(missing_ok=True)
     assert _sandboxed(ws, "no network", "status")["servers"][0]["state"] == "down"
+
+
+def test_a_remote_tmux_printing_endlessly_is_unknown_over_the_output_limit(ws: Workspace, tmp_path: Path,
+                                                                          sshd: Sshd) -> None:
+    """Over ssh (the real sshd on 127.0.0.1): the remote tmux is the flooding stand-in, first on the remote PATH."""
+    env = _flooding(ws, tmp_path, "tmux", shutil.which("tmux") or "/usr/bin/tmux", chunk="y\n")
+    remote_path = f"{tmp_path / 'flood-bin'}:{Path(sys.executable).parent}:/usr/bin:/bin"
+    remote_env = f"TMUX_TMPDIR={ws.env['TMUX_TMPDIR']} PATH={remote_path} FAULTY_PLAN={env['FAULTY_PLAN']}"
+    env.update({"MAM_SSH_CONFIG": str(sshd.config_path), "PATH": ws.env["PATH"], "MAM_SSH_ENV": remote_env})
+    ws.write_registry("version: 1\nsessions:\n"
+                      f"  - {{name: a1, backend: tmux, server: s1, host: {sshd.host}, status: running}}\n")
+    try:
+        proc = _mam(ws, "status", "--json", env=env)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        [server] = json.loads(proc.stdout)["servers"]
+        assert server["state"] == "unknown", server
+        assert f"ssh to {sshd.host}: tmux printed more than 1048576 bytes" in server["error"]["message"], server
+    finally:
+        sshd.close_masters(ws.root / ".mam" / "ssh")
