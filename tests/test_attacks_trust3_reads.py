@@ -135,7 +135,7 @@ def test_reconcile_leaves_a_spawn_in_flight_alone(ws: Workspace, tmux: Tmux, tmp
     terminated ("absent"), restored into `duplicate session: y`, and a prune then dropped a live agent's row."""
     server = tmux.name()
     tmux.agent(server, "other")  # the server is up: the spawn's only slow step is creating its session
-    env = _slow_tmux(tmp_path, ws.env, 1.5)
+    env = {**_slow_tmux(tmp_path, ws.env, 3), "MAM_TIMEOUT": "20"}  # the window is wide, even under load
     spawn = subprocess.Popen([sys.executable, "-m", "mam", "spawn", "y", "--server", server, "--command",
                               "sleep 600", "--json"], env=env, cwd=ws.root, stdin=subprocess.DEVNULL,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
