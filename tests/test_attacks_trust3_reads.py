@@ -256,3 +256,20 @@ def test_a_remote_tmux_printing_endlessly_is_unknown_over_the_output_limit(ws: W
         assert f"ssh to {sshd.host}: tmux printed more than 1048576 bytes" in server["error"]["message"], server
     finally:
         sshd.close_masters(ws.root / ".mam" / "ssh")
+
+
+def test_a_carriage_return_in_another_zellij_sessions_name_blinds_nothing(ws: Workspace, tmp_path: Path) -> None:
+    """zellij lets a session name hold a `\\r`; read as a line break, that name split its listing line and every
+    zellij server of the user was `unknown` (the fake zellij prints names raw, as zellij does)."""
+    ws.env.update({"ZELLIJ_SOCKET_DIR": str(tmp_path / "zellij-sock"), "MAM_BACKEND": "zellij"})
+    odd = "x\ry"
+    try:
+        ws.mam_json("spawn", "coder", "--command", "sleep 600", "--server", "vic", "--cwd", str(ws.root))
+        made = subprocess.run(["zellij", "attach", "-b", odd], env=ws.env, capture_output=True, timeout=20)
+        assert made.returncode == 0, made.stderr
+        status = ws.mam_json("status")
+        assert status["servers"][0]["state"] == "up", status["servers"]
+        assert status["sessions"][0]["live"] == "alive"
+    finally:
+        subprocess.run([str(FAKES / "zellij"), "kill-all-sessions", "--yes"], env=ws.env, capture_output=True,
+                       timeout=30)
