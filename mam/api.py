@@ -57,10 +57,19 @@ def read_text(path: str, *, timeout: float, env: Mapping[str, str]) -> str | Non
     return runner.read_text(path, timeout=timeout, env=env)
 
 
+def net_namespaces(*, timeout: float, env: Mapping[str, str]) -> dict[str, list[str]] | None:
+    """The network namespaces (`net:[N]`) of the processes mam can see on the machine the backend's processes
+    run on, each with their pids; None when there is no /proc to tell. For reading every namespace's
+    /proc/PID/net/unix: the table at /proc/net/unix lists the reader's namespace only."""
+    from mam import runner
+
+    return runner.net_namespaces(timeout=timeout, env=env)
+
+
 __all__ = [
     "AGENT_STATES", "HOOK_API", "NAME_PATTERN", "SESSION_ID_PATTERN", "Agent", "AgentState", "Backend", "BackendSpec",
     "BootstrapContext", "BootstrapResult", "CallContext", "CommandResult", "ErrorKind", "Failure", "PaneCapture",
     "ScrubRule", "SendResult", "ServerCommand", "ServerError", "ServerOptions", "SpawnRequest", "SpawnResult",
-    "SpawningBackend", "StopResult", "find_for_stop", "first_line", "hookimpl", "is_valid_name", "open_log",
-    "open_text_log", "parse_or_failure", "poll_until", "read_text", "run",
+    "SpawningBackend", "StopResult", "find_for_stop", "first_line", "hookimpl", "is_valid_name", "net_namespaces",
+    "open_log", "open_text_log", "parse_or_failure", "poll_until", "read_text", "run",
 ]

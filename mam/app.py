@@ -39,6 +39,7 @@ class App:
             check_name(backend, "backend name")
         app = cls(open_workspace(workspace, env), env, backend)
         app.timeout, app.bootstrap_wait  # noqa: B018 - a bad $MAM_TIMEOUT is refused by every command, at once
+        runner.set_max_output(runner.max_output_from_env(env))
         return app
 
     @property

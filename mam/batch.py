@@ -120,7 +120,7 @@ class Batch:
         return call.result
 
     def _execute(self, route: Route, calls: list[_Call]) -> None:
-        from mam.runner import Route, _finish_remote, _run_remote
+        from mam.runner import Route, _finish_remote, _run_remote, max_output
 
         try:
             if len(calls) == 1:
@@ -134,7 +134,7 @@ class Batch:
             timeout = max(c.timeout for c in calls)
             # The script applies the route's environment itself: one sh, no env or sed processes.
             whole = _run_remote(Route(route.transport), ["sh", "-c", body, "sh"], timeout=timeout,
-                                env=calls[0].env)
+                                env=calls[0].env, limit=len(calls) * max_output())  # each call's share
             framed = parse(whole.stdout, nonce, len(calls)) if whole.returncode == 0 else None
             if whole.transport_error is not None or whole.timed_out:
                 for c in calls:  # ssh itself failed or hung: so would each of them have

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import re
+import selectors
 import signal
 import subprocess
 import threading
@@ -23,13 +25,19 @@ T = TypeVar("T")
 P = ParamSpec("P")
 
 DEFAULT_TIMEOUT = 10.0
+# The most bytes one backend call may print (stdout and stderr together) before it is killed and its answer is
+# `unknown`: a hostile or broken server must not fill this machine's memory. $MAM_MAX_OUTPUT sets it per command.
+DEFAULT_MAX_OUTPUT = 16 * 1024 * 1024
+MAX_OUTPUT_BOUNDS = (4096, 1024 ** 3)
+_max_output = DEFAULT_MAX_OUTPUT
+READ_CHUNK = 65536
 # How long a killed process may take to be reaped. Its pipes are not waited for: a tmux client hands its
 # stdout to the server, so a hung (e.g. SIGSTOPped) server holds them open after the client is dead.
 REAP_GRACE = 0.1
 
 # The process groups of the calls in flight, so an interrupted command can end them all (each runs in its own
 # session, where the terminal's Ctrl-C never reaches it). Once `kill_running` ran, nothing new starts.
-_running: set[subprocess.Popen[str]] = set()
+_running: set[subprocess.Popen[bytes]] = set()
 _running_lock = threading.Lock()
 _stopping = False
 _starting = 0  # calls between their check of _stopping and their registration in _running
@@ -39,7 +47,7 @@ _main_starting = False
 _held: list[int] = []
 
 
-def _kill_group(proc: subprocess.Popen[str]) -> None:
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -95,7 +103,7 @@ def kill_running() -> None:
         _kill_group(proc)
 
 
-def _abandon(proc: subprocess.Popen[str]) -> None:
+def _abandon(proc: subprocess.Popen[bytes]) -> None:
     """Reap a killed process briefly and close our ends of its pipes without reading them to EOF."""
     try:
         proc.wait(timeout=REAP_GRACE)
@@ -186,7 +194,8 @@ def run(argv: Sequence[str], *, timeout: float, env: Mapping[str, str], cwd: str
     return _run_local(argv, timeout=timeout, env=env, cwd=cwd)
 
 
-def _run_remote(route: Route, argv: Sequence[str], *, timeout: float, env: Mapping[str, str]) -> CommandResult:
+def _run_remote(route: Route, argv: Sequence[str], *, timeout: float, env: Mapping[str, str],
+                limit: int | None = None) -> CommandResult:
     """`argv` on the route's host. The result is the remote command's, under the backend's own argv, as if it
     had run here; ssh's own failures come back as `transport_error` (never down), so no backend reads them.
     The remote command runs in the login's home directory (a `cwd` names a folder of this machine) and with
@@ -203,7 +212,11 @@ def _run_remote(route: Route, argv: Sequence[str], *, timeout: float, env: Mappi
     except MamError as exc:  # the folder of the shared connections is refused
         return CommandResult(args, None, timeout=timeout,
                              transport_error=ServerError(ErrorKind.UNKNOWN, f"ssh to {host}: {exc.message}"))
-    raw = route.transport.clean(_run_local(wrapped, timeout=timeout, env=route.ssh_env(env)))
+    limit = _max_output if limit is None else limit
+    raw = route.transport.clean(_run_local(wrapped, timeout=timeout, env=route.ssh_env(env), limit=limit))
+    if raw.os_error == over_limit(wrapped[0], limit):  # the remote command's answer, not ssh's failure
+        return CommandResult(args, None, timeout=timeout, transport_error=ServerError(
+            ErrorKind.UNKNOWN, f"ssh to {host}: {over_limit(args[0], limit)}"))
     error = route.transport.classify(raw)
     if error is not None:
         return CommandResult(args, None, "", raw.stderr, timeout=timeout, transport_error=error)
@@ -234,18 +247,49 @@ def _remote_not_found(program: str, stderr: str) -> bool:
 def read_text(path: str, *, timeout: float, env: Mapping[str, str]) -> str | None:
     """The text of the file at `path` on the machine the backend runs on (here, or the route's host), None
     when it cannot be read. For a backend's look at system state (/proc) that must be the server's machine."""
-    if _route.get() is None:
+    if _route.get() is None:  # no newline translation, and never more than one answer may be
         try:
-            with open(path, encoding="utf-8", errors="replace") as handle:
-                return handle.read()
+            with open(path, "rb") as handle:
+                data = handle.read(_max_output + 1)
         except OSError:
             return None
+        return data.decode("utf-8", "replace") if len(data) <= _max_output else None
     result = run(["cat", "--", path], timeout=timeout, env=env)
     return result.stdout if result.returncode == 0 else None
 
 
+_NAMESPACE_LINE = re.compile(r"^(net:\[[0-9]+\]) /proc/([0-9]+)/ns$")
+
+
+def net_namespaces(*, timeout: float, env: Mapping[str, str]) -> dict[str, list[str]] | None:
+    """The network namespaces of the processes whose /proc entries can be read on the machine the backend runs
+    on (here, or the route's host), each with those processes' pids; None when there is no /proc to tell (macOS,
+    BSD, a sandbox that hides it). /proc/PID/net/unix is the socket table of PID's namespace."""
+    spaces: dict[str, list[str]] = {}
+    if _route.get() is None:
+        try:
+            pids = [e.name for e in os.scandir("/proc") if e.name.isdigit()]
+        except OSError:
+            return None
+        for pid in pids:
+            try:
+                spaces.setdefault(os.readlink(f"/proc/{pid}/ns/net"), []).append(pid)
+            except OSError:  # another user's process, or one that ended
+                pass
+        return {ns: p for ns, p in spaces.items() if ns.startswith("net:")} or None
+    result = run(["find", "/proc", "-mindepth", "3", "-maxdepth", "3", "-path", "/proc/[0-9]*/ns/net",
+                  "-lname", "net:*", "-printf", "%l %h\n"], timeout=timeout, env=env)
+    if result.returncode is None:  # other users' processes make find exit 1: what it could read still counts
+        return None
+    for line in result.stdout.splitlines():
+        match = _NAMESPACE_LINE.match(line)
+        if match is not None:
+            spaces.setdefault(match[1], []).append(match[2])
+    return spaces or None  # find itself is always there: nothing listed is no look at all
+
+
 def _start(args: tuple[str, ...], env: Mapping[str, str], cwd: str | None,
-           timeout: float) -> subprocess.Popen[str] | CommandResult:
+           timeout: float) -> subprocess.Popen[bytes] | CommandResult:
     """The started process, counted in _starting (its caller registers it), or why none started."""
     global _starting
     with _running_lock:
@@ -255,7 +299,7 @@ def _start(args: tuple[str, ...], env: Mapping[str, str], cwd: str | None,
     try:  # not under the lock: the parallel queries of a status must not start their clients one at a time
         return subprocess.Popen(  # noqa: S603 - explicit argv, no shell
             args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(env),
-            cwd=cwd, text=True, encoding="utf-8", errors="replace", start_new_session=True)
+            cwd=cwd, start_new_session=True)
     except FileNotFoundError:
         with _running_lock:
             _starting -= 1
@@ -270,12 +314,49 @@ def _start(args: tuple[str, ...], env: Mapping[str, str], cwd: str | None,
         raise
 
 
+def _communicate(proc: subprocess.Popen[bytes], timeout: float, limit: int) -> tuple[str, str] | None:
+    """`proc`'s stdout and stderr once it ended, read as bytes in chunks (never more than `limit` bytes in all:
+    None when it printed more) and decoded as UTF-8 without newline translation: a tmux field may hold a raw
+    `\r`, which universal newlines would turn into a line break. TimeoutExpired at `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    chunks: dict[int, list[bytes]] = {}
+    total = 0
+    with selectors.DefaultSelector() as selector:
+        for stream in (proc.stdout, proc.stderr):
+            assert stream is not None
+            selector.register(stream.fileno(), selectors.EVENT_READ)
+            chunks[stream.fileno()] = []
+        while selector.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise subprocess.TimeoutExpired(proc.args, timeout)
+            for key, _events in selector.select(left):
+                data = os.read(key.fd, min(READ_CHUNK, limit - total + 1))
+                if not data:
+                    selector.unregister(key.fd)
+                    continue
+                total += len(data)
+                if total > limit:
+                    return None
+                chunks[key.fd].append(data)
+    proc.wait(timeout=max(deadline - time.monotonic(), 0.0))
+    assert proc.stdout is not None and proc.stderr is not None
+    out, err = (b"".join(chunks[s.fileno()]).decode("utf-8", "replace") for s in (proc.stdout, proc.stderr))
+    return out, err
+
+
+def over_limit(program: str, limit: int) -> str:
+    """Why a call's answer is unknown when it printed more than `limit` bytes."""
+    return (f"{program} printed more than {limit} bytes, the limit of one answer ($MAM_MAX_OUTPUT): stopped "
+            "and not read")
+
+
 def _run_local(argv: Sequence[str], *, timeout: float, env: Mapping[str, str],
-               cwd: str | None = None) -> CommandResult:
+               cwd: str | None = None, limit: int | None = None) -> CommandResult:
     args = tuple(argv)
     interrupted = CommandResult(args, None, timeout=timeout, os_error=f"{args[0]}: not started: interrupted")
     global _starting
-    proc: subprocess.Popen[str] | None = None
+    proc: subprocess.Popen[bytes] | None = None
     try:
         with _starting_here():
             started = _start(args, env, cwd, timeout)
@@ -300,8 +381,14 @@ def _run_local(argv: Sequence[str], *, timeout: float, env: Mapping[str, str],
         with _running_lock:
             _running.discard(proc)
         return interrupted
+    limit = _max_output if limit is None else limit
     try:
-        stdout, stderr = proc.communicate(timeout=timeout)
+        output = _communicate(proc, timeout, limit)
+        if output is None:
+            _kill_group(proc)
+            _abandon(proc)
+            return CommandResult(args, None, timeout=timeout, os_error=over_limit(args[0], limit))
+        stdout, stderr = output
     except subprocess.TimeoutExpired:
         _kill_group(proc)
         _abandon(proc)
@@ -344,6 +431,33 @@ def parse_or_failure(backend: str, server: str, result: CommandResult,
         return parse(result.stdout)
     except ValueError as exc:
         return Failure(backend, server, result, parse_error=str(exc))
+
+
+def max_output_from_env(env: Mapping[str, str]) -> int:
+    """$MAM_MAX_OUTPUT: bytes, or with a K, M or G suffix (KiB, MiB, GiB); a usage error when out of bounds."""
+    from mam.errors import MamError
+
+    raw = env.get("MAM_MAX_OUTPUT")
+    if raw is None or raw == "":
+        return DEFAULT_MAX_OUTPUT
+    units = {"": 1, "K": 1024, "M": 1024 ** 2, "G": 1024 ** 3}
+    digits, unit = (raw[:-1], raw[-1].upper()) if raw[-1:].upper() in ("K", "M", "G") else (raw, "")
+    value = int(digits) * units[unit] if digits.isascii() and digits.isdigit() and len(digits) <= 12 else -1
+    low, high = MAX_OUTPUT_BOUNDS
+    if not low <= value <= high:
+        raise MamError("usage", f"$MAM_MAX_OUTPUT={raw[:40]}: expected a number of bytes (K, M or G suffix "
+                       "allowed), at least 4K and at most 1G")
+    return value
+
+
+def max_output() -> int:
+    return _max_output
+
+
+def set_max_output(limit: int) -> None:
+    """The limit of every backend call's output from now on (the command's $MAM_MAX_OUTPUT)."""
+    global _max_output
+    _max_output = limit
 
 
 def timeout_from_env(env: Mapping[str, str], var: str = "MAM_TIMEOUT", default: float = DEFAULT_TIMEOUT) -> float:

@@ -28,6 +28,7 @@ from mam.api import (
     SpawnResult,
     StopResult,
     first_line,
+    net_namespaces,
     open_text_log,
     parse_or_failure,
     poll_until,
@@ -155,18 +156,29 @@ def parse_panes(stdout: str) -> tuple[Agent, ...]:
     return tuple(firsts[sid][1] for sid in order)
 
 
-def _listening_inodes(path: str, env: Mapping[str, str], timeout: float) -> set[str]:
-    """The Unix sockets listening at `path`. Linux keeps the path a socket was bound to in /proc/net/unix even
-    after its file is deleted; an empty set where /proc cannot tell. Read with `read_text`: the table of the
-    machine tmux runs on."""
-    table = read_text("/proc/net/unix", timeout=timeout, env=env)
-    if table is None:
-        return set()
-    inodes = set()
-    for line in table.splitlines()[1:]:  # Num RefCount Protocol Flags Type St Inode Path
-        parts = line.split(None, 7)
-        if len(parts) == 8 and parts[7] == path and parts[6].isdigit() and _is_listening(parts[3]):
-            inodes.add(parts[6])
+_TABLE_HEADER = "Num "
+TABLE_TRIES = 3  # processes of one namespace to try: one may end between the listing and the read
+
+
+def _listening_inodes(path: str, env: Mapping[str, str], timeout: float) -> set[str] | None:
+    """The Unix sockets listening at `path`, in every network namespace mam can see. Linux keeps the path a
+    socket was bound to in /proc/net/unix even after its file is deleted, but that table lists the sockets of
+    the reader's namespace only (a sandbox without the network sees none of the host's): so one table is read
+    per namespace. None when mam cannot look: no /proc, a table it cannot read or does not recognise. Read
+    with `net_namespaces` and `read_text`: on the machine tmux runs on."""
+    spaces = net_namespaces(timeout=timeout, env=env)
+    if spaces is None:
+        return None
+    inodes: set[str] = set()
+    for pids in spaces.values():
+        table = next((t for t in (read_text(f"/proc/{pid}/net/unix", timeout=timeout, env=env)
+                                  for pid in pids[:TABLE_TRIES]) if t is not None), None)
+        if table is None or not table.startswith(_TABLE_HEADER):
+            return None
+        for line in table.split("\n")[1:]:  # Num RefCount Protocol Flags Type St Inode Path (one line each)
+            parts = line.split(None, 7)
+            if len(parts) == 8 and parts[7] == path and parts[6].isdigit() and _is_listening(parts[3]):
+                inodes.add(parts[6])
     return inodes
 
 
@@ -192,9 +204,13 @@ def _socket_owners(inodes: set[str], env: Mapping[str, str], timeout: float) -> 
 
 def orphaned_socket(path: str, env: Mapping[str, str] | None = None, timeout: float = 10.0) -> str | None:
     """Why tmux's "no server" at `path` does not mean down: a process still listens on a socket bound there
-    (a temp cleaner deleted the file, or something else now stands at the path), or None when none does."""
+    (a temp cleaner deleted the file, or something else now stands at the path), or mam cannot tell; None only
+    when it looked, everywhere, and none does."""
     env = client_env(env if env is not None else {"PATH": os.defpath})
     inodes = _listening_inodes(path, env, timeout)
+    if inodes is None:  # mam cannot see who listens there: its server may live, so never down
+        return (f"tmux finds no server at {path}, but mam cannot tell whether a process still listens on a "
+                "socket bound there (no readable /proc/net/unix for every network namespace)")
     if not inodes:
         return None
     pids = _socket_owners(inodes, env, timeout)

@@ -63,7 +63,7 @@ def parse_sessions(stdout: str, stderr: str) -> dict[str, bool]:
     if not stdout.strip():
         raise ValueError("empty session listing without zellij's no-session message")
     sessions: dict[str, bool] = {}
-    for line in stdout.splitlines():
+    for line in stdout.split("\n"):  # only "\n" ends a line: a name may hold "\r" (splitlines would cut there)
         if not line.strip():
             continue
         match = _LINE.match(line)

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from mam import registry
+from mam import inflight, registry
 from mam.app import App
 from mam.commands.rows import rows_named, snapshot, unchanged_rows
 from mam.commands.status import checked_host, host_key, session_entry
@@ -481,11 +481,15 @@ def _spawn(app: App, name: str, agent: str | None, server: str, cwd: str | None,
                               "created_at": registry.timestamp(), TOKEN: token}
     if session is not None:
         fields["agent_session"] = session
-    _write(app, _claim(key, fields, blocked))
-    if blocked:  # another spawn of this name got the row first: leave it and its agent alone
-        raise _taken(blocked[0])
-    request = spawn_request(spec, name, kind, str(directory), argv, assignments)
-    row, outcome = launch(app, key, token, request, ctx, progress, assignments=assignments)
+    inflight.hold(app.workspace.dot_mam, token)  # from before the claim until the outcome is written
+    try:
+        _write(app, _claim(key, fields, blocked))
+        if blocked:  # another spawn of this name got the row first: leave it and its agent alone
+            raise _taken(blocked[0])
+        request = spawn_request(spec, name, kind, str(directory), argv, assignments)
+        row, outcome = launch(app, key, token, request, ctx, progress, assignments=assignments)
+    finally:
+        inflight.release(token)
     return {"schema": 1, "session": session_entry(row, outcome)}
 
 

@@ -9,8 +9,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from mam import registry
+from mam import inflight, registry
 from mam.app import App
+from mam.commands.lifecycle import TOKEN
 from mam.commands.rows import snapshot, unchanged_rows
 from mam.commands.status import live_agent
 from mam.names import is_valid_name
@@ -63,7 +64,10 @@ def _absence_reason(row: Row, outcome: ServerOutcome) -> str:
     return f"absent from {row.backend} server {row.server}{where}"
 
 
-def find_drifts(rows: list[Row], outcomes: Mapping[ServerKey, ServerOutcome], adopt: bool) -> list[Drift]:
+def find_drifts(rows: list[Row], outcomes: Mapping[ServerKey, ServerOutcome], adopt: bool,
+                in_flight: frozenset[RowKey] = frozenset()) -> list[Drift]:
+    """`in_flight`: the keys of `starting` rows a spawn or restore still owns (mam.inflight): not listed yet is
+    no drift for them."""
     drifts: list[Drift] = []
     registered = {r.key for r in rows}
     for row in rows:
@@ -75,7 +79,7 @@ def find_drifts(rows: list[Row], outcomes: Mapping[ServerKey, ServerOutcome], ad
                 and (kind is None or agent.agent is None or agent.agent == kind)):
             drifts.append(Drift("D", row.name, row.backend, row.server, row.status, live, "record_session",
                                 seen=snapshot(row), host=row.host, session=agent.session))
-        if live == "absent" and row.active:
+        if live == "absent" and row.active and row.key not in in_flight:
             drifts.append(Drift("A", row.name, row.backend, row.server, row.status, live, "mark_terminated",
                                 reason=_absence_reason(row, outcome), seen=snapshot(row), host=row.host))
         elif live == "alive" and not row.active:
@@ -178,7 +182,11 @@ def reconcile_document(app: App, apply: bool = False, adopt: bool = False, resto
     outcomes = outcomes_for(app, {r.server_key for r in rows})
     unknown = {k for k, o in outcomes.items() if o.state is ServerState.UNKNOWN}
     confirmed_rows = [r for r in rows if r.server_key not in unknown]
-    drifts = find_drifts(confirmed_rows, {k: o for k, o in outcomes.items() if k not in unknown}, adopt)
+    # Looked at after the listings: a spawn that held its row then and has ended since wrote its outcome first,
+    # so the row no longer is what was read, and make_change leaves it alone.
+    in_flight = frozenset(r.key for r in confirmed_rows
+                          if r.status == "starting" and inflight.in_flight(app.workspace.dot_mam, r.raw.get(TOKEN)))
+    drifts = find_drifts(confirmed_rows, {k: o for k, o in outcomes.items() if k not in unknown}, adopt, in_flight)
     applied = False
     written: list[Drift] = []
     if apply:

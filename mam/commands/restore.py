@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mam import registry, specsign
+from mam import inflight, registry, specsign
 from mam.app import App
 from mam.commands.lifecycle import (
     AGENT_COMMANDS,
@@ -34,7 +34,7 @@ from mam.commands.rows import rows_named, rows_on, snapshot
 from mam.commands.status import live_agent
 from mam.errors import MamError
 from mam.names import check_name
-from mam.plugin.records import CallContext, ServerOutcome, ServerState
+from mam.plugin.records import CallContext, ServerOutcome, ServerState, SpawnRequest
 from mam.progress import waiting
 from mam.registry import Row, RowKey
 from mam.runner import remote_route
@@ -281,7 +281,18 @@ def _restore(app: App, step: Step, progress: bool, trust: SpecTrust) -> None:
     token = secrets.token_hex(8)
     taken: list[Row] = []
     try:
+        inflight.hold(app.workspace.dot_mam, token)  # as a spawn does: reconcile leaves the row alone
         signed = _consented_fields(step, trust) if step.consented else {}
+        _restore_claimed(app, step, row, request, token, taken, assignments, progress, signed)
+    except MamError as exc:
+        step.outcome, step.message = "failed", exc.message
+    finally:
+        inflight.release(token)
+
+
+def _restore_claimed(app: App, step: Step, row: Row, request: SpawnRequest, token: str, taken: list[Row],
+                     assignments: list[str], progress: bool, signed: dict[str, Any]) -> None:
+    try:
         fresh = registry.update(app.workspace.registry_path, app.row_default_backend,
                                 _claim(row.key, step.seen, token, taken, signed))
     except MamError as exc:  # a locked or read-only registry: nothing was claimed or started
