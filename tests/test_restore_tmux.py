@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -196,6 +197,11 @@ def test_demo_ends_by_restoring_what_it_killed(ws: Workspace) -> None:
     proc = ws.mam("demo", timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "$ mam --backend tmux restore --all" in proc.stdout and ": restored" in proc.stdout
+    # What the README says the demo ends with is the last thing it runs before its final status.
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    claimed = re.search(r"`mam demo` ends with `mam ([^`]+)`", readme)
+    ran = [line.removeprefix("$ mam --backend tmux ") for line in proc.stdout.splitlines() if line.startswith("$ ")]
+    assert claimed is not None and ran[-1] == "status" and ran[-2] == claimed.group(1), (ran, claimed)
 
 
 def test_an_ended_agent_kept_by_a_global_remain_on_exit_does_not_hold_its_name(ws: Workspace, tmux: Tmux,
