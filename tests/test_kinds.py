@@ -308,6 +308,7 @@ HEAD = "schema: 1\nkinds:\n  claude:\n    rules:\n"
     ("schema: 1\nkinds:\n  a: &x {programs: [a]}\n  b: *x\n", 3, "anchors and aliases"),
     ("schema: 1\nkinds:\n  a: {}\n  a: {}\n", 4, "duplicate key 'a'"),
     ("schema: 1\nkinds: [\n", 3, "not valid YAML"),
+    ("schema: 1\nkinds:\n  claude:\n    programs: [claude]\n  codex\n  gemini: {}\n", 5, "not valid YAML"),
 ])
 def test_a_bad_override_is_refused_with_its_file_and_line(tmp_path: Path, text: str, line: int, says: str) -> None:
     path = _override(tmp_path, text)
