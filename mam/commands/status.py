@@ -55,8 +55,12 @@ def parse_state_filter(values: Sequence[str], option: str = "--state") -> frozen
     wanted = {word.strip() for value in values for word in value.split(",") if word.strip()}
     bad = sorted(wanted - set(AGENT_STATES))
     if bad or (values and not wanted):
+        from mam.names import closest
+
+        close = closest(bad[0], AGENT_STATES) if bad else None
         raise MamError("usage", f"{option} {','.join(bad) or '(empty)'}: expected one or more of "
-                       f"{', '.join(AGENT_STATES)}, separated by commas")
+                       f"{', '.join(AGENT_STATES)}, separated by commas",
+                       hint=f"did you mean {option} {close}?" if close else None)
     return frozenset(wanted)
 
 
