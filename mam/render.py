@@ -342,3 +342,27 @@ def env_text(doc: dict[str, Any]) -> str:
         lines.append(table(("KEPT", "MATCHED", "KEPT BY", "SOURCE"),
                            [(d["name"], d["rule"], d["kept_by"], d["kept_source"]) for d in doc["kept"]]))
     return "\n".join(lines)
+
+
+
+def kinds_text(doc: dict[str, Any]) -> str:
+    """One kind a line: its programs, how many screen rules read its state, the command line that resumes it
+    and the options that start it with a session id mam chose (`-`: restore starts it afresh). NEW SESSION is
+    left out first where the terminal is too narrow (a command line cut short tells nobody anything)."""
+    headers: tuple[str, ...] = ("KIND", "PROGRAMS", "RULES", "RESUME", "NEW SESSION")
+    rows: list[tuple[Any, ...]] = []
+    for kind in doc["kinds"]:
+        program = kind["programs"][0] if kind["programs"] else "PROGRAM"
+        rows.append((kind["name"], ", ".join(kind["programs"]) or None, len(kind["rules"]),
+                     " ".join([program, *kind["resume"]]) if kind["resume"] is not None else None,
+                     " ".join(kind["new_session"]) if kind["new_session"] is not None else None))
+    limit = terminal_width()
+    natural = [max([len(h), *(len(_cell(r[i])) for r in rows)]) for i, h in enumerate(headers)]
+    note = []
+    if limit is not None and _width(natural) > limit:
+        headers, rows = headers[:-1], [row[:-1] for row in rows]
+        note.append("(NEW SESSION left out to fit the terminal: `mam kinds --json` has it)")
+    lines = [table(headers, rows, elastic=(1, 3), cut_ends=(1, 3)), *note]
+    if doc["states_file"]:
+        lines.append(f"with {visible(doc['states_file'])} laid over the shipped kinds")
+    return "\n".join(lines)
