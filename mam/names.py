@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from mam.errors import MamError
 
@@ -20,6 +21,15 @@ def is_valid_name(name: object) -> bool:
 def shown(value: str, limit: int = 80) -> str:
     """A value for a message: quoted (so no newline of it ends the line) and at most `limit` characters of it."""
     return repr(value) if len(value) <= limit else repr(value[:limit]) + "..."
+
+
+def closest(word: str, known: Sequence[str], cutoff: float = 0.6) -> str | None:
+    """The one of `known` that `word` is most likely a typo of (`runing`: `running`), or None. Bounded: only
+    the first 100 characters of a word are compared, whatever its length."""
+    import difflib  # only on the error path
+
+    close = difflib.get_close_matches(word[:100], list(known), n=1, cutoff=cutoff)
+    return close[0] if close else None
 
 
 def check_name(name: str, what: str = "name") -> str:

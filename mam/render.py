@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 _COLOURS = {"up": "32", "alive": "32", "down": "31", "absent": "31", "unknown": "33", "working": "32",
@@ -40,22 +40,29 @@ def cut_middle(text: str, width: int) -> str:
     return text[:head] + ELLIPSIS + text[len(text) - (width - 1 - head):]
 
 
-def _fit(widths: list[int], limit: int | None, elastic: Sequence[int], last: Sequence[int] = ()) -> list[int]:
+def cut_end(text: str, width: int) -> str:
+    """Shorten `text` to `width` by dropping its end: a reason keeps the rule id it starts with."""
+    return text if len(text) <= width else text[:width - 1] + ELLIPSIS
+
+
+def _fit(widths: list[int], limit: int | None, elastic: Sequence[int], last: Sequence[int] = (),
+         keep: Mapping[int, int] | None = None) -> list[int]:
     """Narrow the widest of the `elastic` columns (paths, details), one character at a time, until a row fits
-    `limit` (two spaces apart): down to WIDE_WIDTH first, then to MIN_WIDTH; at each step the columns of `last`
-    give way only once the others are down to it. Names, states and actions are never cut: a row that still
-    does not fit runs past the edge rather than lie about a name."""
+    `limit` (two spaces apart): down to WIDE_WIDTH first, then to MIN_WIDTH, never under a column's `keep`; at
+    each step the columns of `last` give way only once the others are down to it. Names, states and actions are
+    never cut: a row that still does not fit runs past the edge rather than lie about a name."""
     widths = list(widths)
     if limit is None or not elastic:
         return widths
+    keep = keep or {}
     groups = [[i for i in elastic if i not in last], [i for i in elastic if i in last]]
     for floor in (WIDE_WIDTH, MIN_WIDTH):
         for group in (g for g in groups if g):
             while _width(widths) > limit:
-                widest = max(group, key=lambda i: widths[i])
-                if widths[widest] <= floor:
+                narrowable = [i for i in group if widths[i] > max(floor, keep.get(i, 0))]
+                if not narrowable:
                     break
-                widths[widest] -= 1
+                widths[max(narrowable, key=lambda i: widths[i])] -= 1
     return widths
 
 
@@ -64,17 +71,20 @@ def _width(widths: Sequence[int]) -> int:
 
 
 def drop_to_fit(headers: tuple[str, ...], rows: list[tuple[Any, ...]], elastic: Sequence[str],
-                droppable: Sequence[str]) -> tuple[tuple[str, ...], list[tuple[Any, ...]], list[str]]:
+                droppable: Sequence[str], keep: Mapping[str, int] | None = None,
+                ) -> tuple[tuple[str, ...], list[tuple[Any, ...]], list[str]]:
     """Leave out the `droppable` columns (by header, in that order) while the table would not fit the terminal
-    even with its `elastic` columns narrowed to READABLE_WIDTH. The headers, the rows and the names of the
-    columns left out (for a note)."""
+    even with its `elastic` columns narrowed to READABLE_WIDTH (or their `keep`). The headers, the rows and the
+    names of the columns left out (for a note)."""
     limit = terminal_width()
     dropped: list[str] = []
+    keep = keep or {}
     for name in droppable:
         if limit is None or name not in headers:
             continue
         natural = [max([len(h), *(len(_cell(r[i])) for r in rows)]) for i, h in enumerate(headers)]
-        narrowest = [min(w, READABLE_WIDTH) if h in elastic else w for h, w in zip(headers, natural, strict=True)]
+        narrowest = [max(min(w, READABLE_WIDTH), keep.get(h, 0)) if h in elastic else w
+                     for h, w in zip(headers, natural, strict=True)]
         if _width(narrowest) <= limit:
             break
         at = headers.index(name)
@@ -122,13 +132,16 @@ def _cell(value: Any) -> str:
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], colour_columns: Sequence[int] = (),
-          elastic: Sequence[int] | None = None, last: Sequence[int] = ()) -> str:
+          elastic: Sequence[int] | None = None, last: Sequence[int] = (), keep: Mapping[int, int] | None = None,
+          cut_ends: Sequence[int] = ()) -> str:
     """Columns two spaces apart; `elastic` columns (default: the last) give way to the terminal's width, those
-    of `last` after the others."""
+    of `last` after the others, none under its `keep`; those of `cut_ends` lose their end, the others their
+    middle."""
     cells = [[_cell(v) for v in row] for row in rows]
     natural = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(headers)]
-    widths = _fit(natural, terminal_width(), (len(headers) - 1,) if elastic is None else elastic, last)
-    cells = [[cut_middle(v, w) for v, w in zip(row, widths, strict=True)] for row in cells]
+    widths = _fit(natural, terminal_width(), (len(headers) - 1,) if elastic is None else elastic, last, keep)
+    cuts = [cut_end if i in cut_ends else cut_middle for i in range(len(widths))]
+    cells = [[cut(v, w) for cut, v, w in zip(cuts, row, widths, strict=True)] for row in cells]
     headers = [cut_middle(h, w) for h, w in zip(headers, widths, strict=True)]
     colour = use_colour()
     lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
@@ -171,14 +184,14 @@ def _pane(session: dict[str, Any]) -> str | None:
 
 def _sessions_table(sessions: Sequence[dict[str, Any]]) -> list[str]:
     """The sessions as a table, and a note when columns were left out to fit the terminal. STATE only when the
-    states were read; WHY only when some live agent has something to say (for the others LIVE says it)."""
+    states were read; WHY only when some agent has something to say (an absent one: why it is not running)."""
     stated = sessions[0].get("state_source") is not None
     headers: tuple[str, ...] = ("NAME", "BACKEND", "SERVER", "STATUS", "LIVE", *(("STATE",) if stated else ()),
                                 "AGENT", "PANE", "CWD")
     rows: list[tuple[Any, ...]] = [(s["name"], s["backend"], s["server"], s["status"], s["live"],
                                     *((s["state"],) if stated else ()), s["agent"], _pane(s), s["cwd"])
                                    for s in sessions]
-    reasons = [why(s) if stated and s["live"] == "alive" else None for s in sessions]
+    reasons = [why(s) if stated else None for s in sessions]
     if any(reasons):
         rows = [(*row, reason) for row, reason in zip(rows, reasons, strict=True)]
         headers += ("WHY",)
@@ -187,12 +200,15 @@ def _sessions_table(sessions: Sequence[dict[str, Any]]) -> list[str]:
     # One backend needs no column to say so; the directory is in --json: both give way to WHY first.
     droppable = (("BACKEND",) if len({s["backend"] for s in sessions}) == 1 else ()) + (
         ("CWD",) if "WHY" in headers else ())
-    headers, rows, dropped = drop_to_fit(headers, rows, ("CWD", "WHY"), droppable)
+    # A reason is cut at its end, never inside the rule id (or backend field) it starts with.
+    whole = {"WHY": max((_rule_width(s, r) for s, r in zip(sessions, reasons, strict=True) if r), default=0)}
+    headers, rows, dropped = drop_to_fit(headers, rows, ("CWD", "WHY"), droppable, whole)
     elastic = tuple(headers.index(h) for h in ("CWD", "WHY") if h in headers)
     # The reason gives way after the directory: it is what the STATE column is read with.
     last = (headers.index("WHY"),) if "WHY" in headers else ()
+    keep = {headers.index(h): width for h, width in whole.items() if h in headers}
     colour = tuple(headers.index(h) for h in ("LIVE", "STATE") if h in headers)
-    lines = [table(headers, rows, colour_columns=colour, elastic=elastic, last=last)]
+    lines = [table(headers, rows, colour_columns=colour, elastic=elastic, last=last, keep=keep, cut_ends=last)]
     if dropped:
         lines.append(f"({', '.join(dropped)} left out to fit the terminal: `mam status --json` has them)")
     return lines
@@ -225,6 +241,19 @@ def why(session: dict[str, Any]) -> str | None:
         return f"{evidence['field']}={evidence['value']}"
     parts = [str(evidence[key]) for key in ("rule", "fact") if evidence.get(key)]
     return ": ".join(parts) or None
+
+
+def _rule_width(session: dict[str, Any], reason: str) -> int:
+    """How much of `reason` (why(session)) is never cut: the backend's field, or the rule id and, when a fact
+    follows, room for the ellipsis after it."""
+    evidence = session.get("evidence") or {}
+    if "field" in evidence:
+        return len(visible(reason))
+    rule = evidence.get("rule")
+    if not rule:
+        return 0
+    head = len(visible(str(rule)))
+    return head + (1 if len(visible(reason)) > head else 0)
 
 
 def state_text(session: dict[str, Any]) -> str:
@@ -312,4 +341,28 @@ def env_text(doc: dict[str, Any]) -> str:
         lines.append("")
         lines.append(table(("KEPT", "MATCHED", "KEPT BY", "SOURCE"),
                            [(d["name"], d["rule"], d["kept_by"], d["kept_source"]) for d in doc["kept"]]))
+    return "\n".join(lines)
+
+
+
+def kinds_text(doc: dict[str, Any]) -> str:
+    """One kind a line: its programs, how many screen rules read its state, the command line that resumes it
+    and the options that start it with a session id mam chose (`-`: restore starts it afresh). NEW SESSION is
+    left out first where the terminal is too narrow (a command line cut short tells nobody anything)."""
+    headers: tuple[str, ...] = ("KIND", "PROGRAMS", "RULES", "RESUME", "NEW SESSION")
+    rows: list[tuple[Any, ...]] = []
+    for kind in doc["kinds"]:
+        program = kind["programs"][0] if kind["programs"] else "PROGRAM"
+        rows.append((kind["name"], ", ".join(kind["programs"]) or None, len(kind["rules"]),
+                     " ".join([program, *kind["resume"]]) if kind["resume"] is not None else None,
+                     " ".join(kind["new_session"]) if kind["new_session"] is not None else None))
+    limit = terminal_width()
+    natural = [max([len(h), *(len(_cell(r[i])) for r in rows)]) for i, h in enumerate(headers)]
+    note = []
+    if limit is not None and _width(natural) > limit:
+        headers, rows = headers[:-1], [row[:-1] for row in rows]
+        note.append("(NEW SESSION left out to fit the terminal: `mam kinds --json` has it)")
+    lines = [table(headers, rows, elastic=(1, 3), cut_ends=(1, 3)), *note]
+    if doc["states_file"]:
+        lines.append(f"with {visible(doc['states_file'])} laid over the shipped kinds")
     return "\n".join(lines)

@@ -144,11 +144,38 @@ def _fan_out_routes(keys: list[ServerKey], route_for: RouteFor | None) -> dict[s
     return routes
 
 
-def require_binary(app: App, outcome_error_kind: ErrorKind | None, what: str, backend: str | None = None) -> None:
+def require_binary(app: App, outcome_error_kind: ErrorKind | None, what: str, backend: str | None = None,
+                   of_row: bool = False) -> None:
+    """Raise exit 3 when the backend's program is missing. `of_row`: the backend is a registry row's, which
+    another backend cannot reach, so the hint says only to install its program."""
     if outcome_error_kind is ErrorKind.NOT_INSTALLED:
-        spec = app.plugins.spec(backend or app.backend_name)
+        name = backend or app.backend_name
+        spec = app.plugins.spec(name)
         raise MamError("backend_unavailable", f"{spec.executable or spec.name}: not found on PATH; {what}",
-                       hint=f"install {spec.executable or spec.name}, or choose another backend with --backend")
+                       hint=missing_binary_hint(app, name, of_row))
+
+
+def missing_binary_hint(app: App, backend: str, of_row: bool = False) -> str:
+    """What to do when `backend`'s program is not on PATH: install it, or (unless it is a row's backend: its
+    agent runs there, and no other backend reaches it) pick another, named as `--backend` and the workspace's
+    `.mam/config.yaml` take it. Another backend whose program is on PATH is named, tmux first."""
+    spec = app.plugins.spec(backend)
+    program = spec.executable or spec.name
+    if of_row:
+        return f"install {program}: an agent registered on backend {backend} is reached only through {program}"
+    import shutil
+
+    path = app.backend_env.get("PATH")
+    try:
+        others = [s for s in app.plugins.specs() if s.name != backend]
+    except MamError:
+        others = []
+    found = [s.name for s in others if s.executable and shutil.which(s.executable, path=path)]
+    names = sorted(found or [s.name for s in others], key=lambda n: (n != "tmux", n))
+    if not names:
+        return f"install {program}"
+    return (f"install {program}, or pick another backend: `mam --backend {names[0]} ...`, or `backend: {names[0]}` "
+            "in .mam/config.yaml")
 
 
 @contextmanager

@@ -224,3 +224,30 @@ def test_a_bad_ssh_setting_is_bad_input_not_an_unknown_host(ws: Workspace, varia
     for command in (("status",), ("reconcile",)):
         proc = ws.mam(*command, env={**ws.env, variable: value})
         assert proc.returncode == 2 and proc.stderr.startswith(f"mam: {message}"), proc.stderr
+
+
+@pytest.mark.parametrize("args", [["spawn", "a1", "--command", "sleep 9", "--server", "s1"],
+                                  ["exec", "--server", "s1", "--", "agent", "list"], ["ls", "--server", "s1"]])
+def test_a_missing_default_backend_says_how_to_pick_tmux(ws: Workspace, args: list[str]) -> None:
+    """A new user without herdr got `herdr: not found on PATH` and "choose another backend with --backend",
+    with no word of which one, nor of the workspace's config."""
+    proc = ws.mam(*args, env={**ws.env, "PATH": "/nonexistent"})
+    assert proc.returncode == 3, proc.stderr
+    assert proc.stderr.splitlines()[-1] == ("hint: install herdr, or pick another backend: `mam --backend tmux "
+                                            "...`, or `backend: tmux` in .mam/config.yaml"), proc.stderr
+
+
+def test_a_rows_missing_backend_is_never_swapped_for_the_default(ws: Workspace) -> None:
+    """A tmux row without tmux: installing tmux is the only way to reach its agent; no hint names herdr (the
+    default) or another backend for it."""
+    ws.write_registry('sessions:\n- {"name": "a", "backend": "tmux", "server": "s1", "status": "running", '
+                      '"agent": "claude"}\n')
+    env = {**ws.env, "PATH": "/nonexistent"}
+    for args in (["send", "a", "--", "hi"], ["stop", "a"], ["wait", "a", "--until", "idle", "--timeout", "1"],
+                 ["status"]):
+        proc = ws.mam(*args, env=env)
+        assert proc.returncode == 3, (args, proc.stderr)
+        assert "herdr" not in proc.stderr and "--backend" not in proc.stderr, (args, proc.stderr)
+        assert "install tmux: an agent registered on backend tmux is reached only through tmux" in proc.stderr
+    proc = ws.mam("restore", "a", "--dry-run", env=env)
+    assert "herdr" not in proc.stderr, proc.stderr

@@ -84,3 +84,20 @@ def test_a_huge_bad_name_gives_a_bounded_message(ws: Workspace) -> None:
     assert line.startswith("mam: invalid agent name 'a;xxx") and len(line) < 300, len(line)
     proc = ws.mam("status", "--" + "y" * 5000)  # what no validator shortens, the error itself bounds
     assert proc.returncode == 2 and len(proc.stderr.splitlines()[0]) <= 1005
+
+
+@pytest.mark.parametrize(("argv", "culprit", "hint"), [
+    (["status", "--state", "bloked"], "mam: --state bloked: expected one or more of working, blocked, idle, done, "
+     "unknown, separated by commas", "hint: did you mean --state blocked?"),
+    (["wait", "a", "--until", "idel"], "mam: --until idel: expected one or more of working, blocked, idle, done, "
+     "unknown, separated by commas", "hint: did you mean --until idle?"),
+    (["prune", "--older-than", "1d"], "mam: --older-than '1d': expected a number of days, e.g. 7 or 0.5", None),
+    (["prune", "--older-than", "nan"], "mam: --older-than 'nan': expected a number of days, e.g. 7 or 0.5", None),
+])
+def test_a_wrong_value_is_answered_in_mams_words(ws: Workspace, argv: list[str], culprit: str,
+                                                hint: str | None) -> None:
+    """`--older-than 1d` got click's "is not a valid float"; `--state bloked` no did-you-mean."""
+    proc = ws.mam(*argv)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.splitlines() == [culprit, *([hint] if hint else [])]
+    assert not ws.registry.exists()

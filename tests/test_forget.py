@@ -129,3 +129,23 @@ def test_prune_and_spawn_quote_a_huge_or_hostile_word_briefly(ws: Workspace) -> 
     for args in (("prune", "--status", "x" * 100_000 + "\x1b[2J"), ("spawn", "a", "--agent", "\x1b]2;t\x07" * 20_000)):
         proc = ws.mam(*args)
         assert proc.returncode == 2 and len(proc.stderr) < 1000 and "\x1b" not in proc.stderr, proc.stderr[:300]
+
+
+def test_a_hand_edited_status_a_typo_away_from_mams_is_refused_with_its_line(ws: Workspace) -> None:
+    """`status: runing` made a live agent inactive to every command, silently (prune would remove its row)."""
+    text = ROWS.replace('"name": "live", "backend": "herdr", "server": "s", "status": "running"',
+                        '"name": "live", "backend": "herdr", "server": "s", "status": "runing"')
+    for typo, meant in (("runing", "running"), ("Running", "running"), ("termnated", "terminated")):
+        ws.write_registry(text.replace('"runing"', f'"{typo}"'))
+        before = ws.registry.read_bytes()
+        for argv in (["status"], ["prune", "--dry-run"], ["reconcile", "--apply"]):
+            proc = ws.mam(*argv)
+            assert proc.returncode == 2, (argv, proc.stderr)
+            assert proc.stderr.splitlines()[0] == (
+                f"mam: {ws.registry}:5: status '{typo}' is not one of mam's (starting, running, stopped, "
+                f"terminated): did you mean `{meant}`?"), proc.stderr
+        assert ws.registry.read_bytes() == before
+    # A word of a hand edit that is no typo of mam's is kept, as docs/registry.md promises.
+    for word in ("parked", "restarting", "archived"):
+        ws.write_registry(text.replace('"runing"', f'"{word}"'))
+        assert word in {s["status"] for s in ws.mam_json("status", "--no-state")["sessions"]}

@@ -210,8 +210,8 @@ def test_table_output_for_people(ws: Workspace) -> None:
 def test_an_explicit_backend_without_its_binary_is_said_even_with_no_rows(ws: Workspace) -> None:
     proc = ws.mam("--backend", "herdr", "status", env={**ws.env, "PATH": "/nonexistent"})
     assert proc.returncode == 3
-    assert proc.stderr.splitlines() == ["mam: herdr: not found on PATH: install herdr, or choose another backend "
-                                        "with --backend"]
+    assert proc.stderr.splitlines() == ["mam: herdr: not found on PATH: install herdr, or pick another backend: "
+                                        "`mam --backend tmux ...`, or `backend: tmux` in .mam/config.yaml"]
     assert "no agents registered" in proc.stdout
 
 

@@ -11,6 +11,7 @@ from types import ModuleType
 
 import pytest
 
+from conftest import Workspace
 from mam.errors import EXIT_BAD_INPUT, MamError
 from mam.kinds.classify import UNKNOWN, Verdict, classify_screen, screen_lines
 from mam.kinds.library import RULE_STATES, load_library
@@ -308,6 +309,7 @@ HEAD = "schema: 1\nkinds:\n  claude:\n    rules:\n"
     ("schema: 1\nkinds:\n  a: &x {programs: [a]}\n  b: *x\n", 3, "anchors and aliases"),
     ("schema: 1\nkinds:\n  a: {}\n  a: {}\n", 4, "duplicate key 'a'"),
     ("schema: 1\nkinds: [\n", 3, "not valid YAML"),
+    ("schema: 1\nkinds:\n  claude:\n    programs: [claude]\n  codex\n  gemini: {}\n", 5, "not valid YAML"),
 ])
 def test_a_bad_override_is_refused_with_its_file_and_line(tmp_path: Path, text: str, line: int, says: str) -> None:
     path = _override(tmp_path, text)
@@ -488,3 +490,25 @@ def test_near_misses_are_not_read_as_states() -> None:
     assert classify_screen(SHIPPED, "codex", server) == UNKNOWN
     # Claude's transcript viewer is neither idle nor working.
     assert classify_screen(SHIPPED, "claude", "Showing detailed transcript · ctrl+o to toggle\n") == UNKNOWN
+
+
+def test_mam_kinds_lists_each_kind_its_programs_and_how_it_is_resumed(ws: Workspace) -> None:
+    """A new user could not find which agents mam knows, by which program, nor which of them restore resumes."""
+    proc = ws.mam("kinds", env={**ws.env, "COLUMNS": "200"})
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].split() == ["KIND", "PROGRAMS", "RULES", "RESUME", "NEW", "SESSION"]
+    rows = {line.split()[0]: line for line in lines[1:]}
+    assert "claude {args} --resume {session}" in rows["claude"] and "--session-id {session}" in rows["claude"]
+    assert rows["aider"].split()[1:] == ["aider", "3", "-", "-"]  # restore starts it afresh
+    assert {"claude", "codex", "gemini", "generic", "opencode"} <= set(rows)
+    narrow = ws.mam("kinds", env={**ws.env, "COLUMNS": "80"}).stdout.splitlines()
+    assert all(len(line) <= 80 for line in narrow), narrow
+    assert narrow[-1] == "(NEW SESSION left out to fit the terminal: `mam kinds --json` has it)"
+    (ws.root / ".mam").mkdir(exist_ok=True)
+    (ws.root / ".mam" / "states.yaml").write_text("schema: 1\nkinds:\n  claude:\n    programs: [claude, cc]\n")
+    proc = ws.mam("kinds", env={**ws.env, "COLUMNS": "200"})
+    assert "claude, cc" in proc.stdout and proc.stdout.splitlines()[-1].endswith("laid over the shipped kinds")
+    (ws.root / ".mam" / "states.yaml").write_text("schema: 1\nkinds:\n  claude:\n    program: [cc]\n")
+    proc = ws.mam("kinds")
+    assert proc.returncode == 2 and "states.yaml:4: " in proc.stderr, proc.stderr

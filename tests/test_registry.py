@@ -62,6 +62,10 @@ def test_default_backend_comes_from_the_caller(tmp_path: Path) -> None:
 
 INVALID = {
     "not yaml": ("sessions: [\n  - name: a\n", 2),
+    # PyYAML finds these wrong only on the next line (its problem mark); the line to fix is the one before.
+    "a key without its colon": ("version: 1\nsessions:\n- name: a\n  server s1\n  status: running\n", 4),
+    "an open quote": ('sessions:\n  - name: "a\n    server: s\n', 2),
+    "an unclosed row": ('sessions:\n- {"name": "a", "server": "s"\n- {"name": "b", "server": "s"}\n', 2),
     "row without name": ("version: 1\nsessions:\n  - name: a\n    server: s\n  - server: s\n    status: x\n", 5),
     "duplicate name in one server": ("sessions:\n  - {name: a, server: s}\n  - {name: b, server: s}\n"
                                      "  - {name: a, server: s}\n", 4),

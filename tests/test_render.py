@@ -24,7 +24,8 @@ def _registry(ws: Workspace) -> None:
 def test_status_fits_the_terminal_and_cuts_paths_in_the_middle(ws: Workspace) -> None:
     _registry(ws)
     ws.herdr.start("srv")
-    proc = ws.mam("status", env={**ws.env, "COLUMNS": "80"})
+    # Without states: an absent row's WHY (why it is not running) would take the room of the paths tested here.
+    proc = ws.mam("status", "--no-state", env={**ws.env, "COLUMNS": "80"})
     assert proc.returncode == 0, proc.stderr
     table = proc.stdout.split("\n\n")[0].splitlines()[1:]
     assert table and all(len(line) <= 80 for line in table), table
@@ -177,3 +178,39 @@ def test_without_states_only_backend_gives_way(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv("COLUMNS", "120")
     assert "BACKEND" in status_text({"workspace": "/w", "registry": "/w/r", "servers": [],
                                      "sessions": [session]}).splitlines()[1]
+
+
+def _stated(name: str, rule: str | None, fact: str | None, live: str = "alive") -> dict[str, object]:
+    return {"name": name, "backend": "tmux", "server": "mam-demo", "host": None, "status": "running", "live": live,
+            "agent": "claude", "pane_id": "%1", "cwd": "/tmp/mam-demo-x1y2z3/workspace",
+            "state": "blocked" if rule else "unknown", "state_source": "screen",
+            "evidence": {"rule": rule, "line": None, "fact": fact}}
+
+
+def test_at_60_columns_a_reason_loses_its_end_never_its_rule_id(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The demo at COLUMNS=60 showed WHY as `ge…eed`: cut in the middle, the rule id told nobody anything."""
+    from mam.render import status_text
+
+    sessions = [_stated("demo-claude", "generic.proceed", None),
+                _stated("helper", "claude.footer", "no client has looked at it since its last output"),
+                _stated("demo-codex", None, "no rule matches the screen")]
+    monkeypatch.setenv("COLUMNS", "60")
+    lines = status_text({"workspace": "/w", "registry": "/w/r", "servers": [], "sessions": sessions}).splitlines()
+    why = {line.split()[0]: line.split(None, 7)[7] for line in lines[2:5]}
+    assert why["demo-claude"] == "generic.proceed", lines
+    assert why["helper"].startswith("claude.footer") and why["helper"].endswith("…"), lines
+    assert why["demo-codex"].startswith("no rule") and why["demo-codex"].endswith("…"), lines
+    assert len(why["demo-codex"]) >= len("generic.proceed"), lines
+
+
+def test_an_absent_agent_says_why_in_the_table(ws: Workspace) -> None:
+    """`--json` knew why (not running: its server lists no pane for it); the table showed `-`."""
+    ws.write_registry('version: 1\nsessions:\n- {"name": "ghost", "backend": "herdr", "server": "srv", '
+                      '"status": "running"}\n')
+    ws.herdr.start("srv")
+    proc = ws.mam("status", env={**ws.env, "COLUMNS": "200"})
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[1].split()[-1] == "WHY", lines
+    row = next(line for line in lines if line.startswith("ghost "))
+    assert "absent" in row.split() and row.endswith("not running: its server lists no live pane for it"), row

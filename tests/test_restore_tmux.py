@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -193,9 +194,17 @@ def test_two_concurrent_restores_start_each_agent_once(ws: Workspace, tmux: Tmux
 
 
 def test_demo_ends_by_restoring_what_it_killed(ws: Workspace) -> None:
-    proc = ws.mam("demo", timeout=120)
+    proc = ws.mam("demo", timeout=120, env={**ws.env, "COLUMNS": "60"})
     assert proc.returncode == 0, proc.stderr
     assert "$ mam --backend tmux restore --all" in proc.stdout and ": restored" in proc.stdout
+    # At 60 columns the question's rule id stays whole (it was cut to `ge…eed`).
+    first = proc.stdout.split("$ mam --backend tmux status\n")[1].splitlines()
+    assert first[2].startswith("demo-claude ") and first[2].split()[-1] == "generic.proceed", first
+    # What the README says the demo ends with is the last thing it runs before its final status.
+    readme = " ".join((Path(__file__).resolve().parent.parent / "README.md").read_text().split())
+    claimed = re.search(r"`mam demo` [^`.]*ends with `mam ([^`]+)`", readme)
+    ran = [line.removeprefix("$ mam --backend tmux ") for line in proc.stdout.splitlines() if line.startswith("$ ")]
+    assert claimed is not None and ran[-1] == "status" and ran[-2] == claimed.group(1), (ran, claimed)
 
 
 def test_an_ended_agent_kept_by_a_global_remain_on_exit_does_not_hold_its_name(ws: Workspace, tmux: Tmux,

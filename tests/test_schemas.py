@@ -30,7 +30,7 @@ COMMAND_SCHEMAS = {
     "spawn": "spawn.json", "stop": "stop.json", "forget": "forget.json", "prune": "forget.json",
     "backends": "backends.json", "env": "env.json", "version": "version.json", "shim install": "shim-install.json",
     "skills install": "skills-install.json",
-    "demo": "demo.json", "restore": "restore.json", "wait": "wait.json", "send": "send.json",
+    "demo": "demo.json", "restore": "restore.json", "wait": "wait.json", "send": "send.json", "kinds": "kinds.json",
 }
 SHARED = {"common.json", "error.json"}  # parts every document uses, and the error document of every command
 
@@ -231,6 +231,21 @@ def test_env_with_removed_and_kept_variables(ws: Workspace) -> None:
     doc = checked(ws, "env", env={**ws.env, "CLAUDECODE": "1", "ACME_TOKEN": "x", "CLAUDE_CODE_ENTRYPOINT": "cli"})
     assert {d["name"] for d in doc["removed"]} == {"CLAUDECODE", "ACME_TOKEN"}
     assert [d["name"] for d in doc["kept"]] == ["CLAUDE_CODE_ENTRYPOINT"]
+
+
+def test_kinds_shipped_and_with_a_workspace_file(ws: Workspace) -> None:
+    doc = checked(ws, "kinds")
+    assert doc["states_file"] is None
+    claude = next(k for k in doc["kinds"] if k["name"] == "claude")
+    assert claude["programs"] == ["claude"] and claude["resume"] == ["{args}", "--resume", "{session}"]
+    assert [r["state"] for r in claude["rules"]] == sorted((r["state"] for r in claude["rules"]),
+                                                          key=["blocked", "working", "idle"].index)
+    (ws.root / ".mam").mkdir(exist_ok=True)
+    (ws.root / ".mam" / "states.yaml").write_text("schema: 1\nkinds:\n  mybot:\n    programs: [mybot]\n")
+    doc = checked(ws, "kinds")
+    assert doc["states_file"] == str(ws.root / ".mam" / "states.yaml")
+    assert {"name": "mybot", "programs": ["mybot"], "session_options": [], "resume": None, "new_session": None,
+            "rules": []} in doc["kinds"]
 
 
 def test_skills_install(ws: Workspace, tmp_path: Path) -> None:

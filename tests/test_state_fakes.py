@@ -88,7 +88,7 @@ def test_wait_and_send_say_how_to_start_a_missing_agent_again(ws: Workspace) -> 
                       # older than launch specs, but its kind and directory are enough for restore
                       f"  - {{name: older, server: live, status: running, agent: claude, pane: {{cwd: {ws.root}}}}}\n")
     ws.herdr.start("live")
-    for name, hint in (("handmade", "hint: `mam spawn handmade ...` starts it again"),
+    for name, hint in (("handmade", "hint: `mam --backend herdr spawn handmade --server live ...` starts it again"),
                        ("spawned", "hint: `mam restore spawned` starts it again from its launch spec"),
                        ("older", "hint: `mam restore older` starts it again from its launch spec")):
         for args in (("wait", name, "--until", "idle", "--timeout", "1"), ("send", name, "hello")):

@@ -153,15 +153,16 @@ def prune(ctx: typer.Context,
               "--status", metavar="LIST",
               help="comma-separated statuses to remove (default terminated,stopped; never starting or running)")
           ] = None,
-          older_than: Annotated[float | None, typer.Option(
+          older_than: Annotated[str | None, typer.Option(
               "--older-than", metavar="DAYS", help="only rows whose last change is older")] = None,
           dry_run: DryRun = False,
           as_json: Json = False) -> int:
     call = begin(ctx, as_json)
-    from mam.commands.forget import prune_document
+    from mam.commands.forget import parse_days, prune_document
 
+    days = parse_days(older_than)
     statuses = [s for s in (status or "terminated,stopped").split(",") if s]
-    doc = prune_document(call.open(), statuses, older_than, dry_run=dry_run)
+    doc = prune_document(call.open(), statuses, days, dry_run=dry_run)
     emit(doc, call.json, _removed_text(doc))
     return 0
 

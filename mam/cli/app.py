@@ -130,6 +130,8 @@ _add(app, "backends", queries.backends, "Installed backends: where each comes fr
                                         "errors.")
 _add(app, "env", queries.env, "The environment a server bootstrap would get: what is removed, and which rule "
                               "removed it.")
+_add(app, "kinds", queries.kinds, "The agent kinds mam knows: the programs each is recognised by, how its session "
+                                  "is resumed, its screen rules.")
 _add(app, "version", queries.version, "Print the version.")
 
 

@@ -149,6 +149,16 @@ def env(ctx: typer.Context, as_json: Json = False) -> int:
     return 0
 
 
+def kinds(ctx: typer.Context, as_json: Json = False) -> int:
+    call = begin(ctx, as_json)
+    from mam import render
+    from mam.commands.kinds import kinds_document
+
+    doc = kinds_document(call.open())
+    emit(doc, call.json, None if call.json else render.kinds_text(doc))
+    return 0
+
+
 def version(ctx: typer.Context, as_json: Json = False) -> int:
     call = begin(ctx, as_json)
     emit({"schema": 1, "version": __version__}, call.json, f"mam {__version__}")

@@ -14,7 +14,7 @@ from mam import registry
 from mam.app import App
 from mam.commands.rows import rows_named, snapshot, unchanged_rows
 from mam.errors import MamError
-from mam.names import check_name
+from mam.names import check_name, closest
 from mam.registry import ACTIVE_STATUSES, Row
 
 PRUNABLE = ("terminated", "stopped")
@@ -89,6 +89,22 @@ def _age_check(older_than: float | None) -> Callable[[Row], bool]:
     return old_enough
 
 
+def parse_days(text: str | None) -> float | None:
+    """`--older-than DAYS` as a number of days (`7`, `0.5`); anything else (`1d`, `nan`) is bad input, said in
+    mam's words rather than the option parser's."""
+    if text is None:
+        return None
+    from mam.registry.yamlio import brief
+
+    try:
+        days = float(text)
+    except ValueError:
+        days = -1.0
+    if not 0 <= days < 100_000:  # also refuses nan and inf
+        raise MamError("usage", f"--older-than {brief(text)}: expected a number of days, e.g. 7 or 0.5")
+    return days
+
+
 def prune_document(app: App, statuses: Sequence[str] = PRUNABLE, older_than: float | None = None, *,
                    dry_run: bool = False) -> dict[str, Any]:
     wrong = sorted(set(statuses) & ACTIVE_STATUSES)
@@ -112,13 +128,11 @@ def _refuse_unheard_of(statuses: Sequence[str], held: set[str]) -> None:
     known = sorted((set(PRUNABLE) | held) - ACTIVE_STATUSES)
     for status in statuses:
         if status not in known:
-            import difflib
-
             from mam.registry.yamlio import brief
 
-            close = difflib.get_close_matches(status[:100], known, n=1, cutoff=0.6)
+            close = closest(status, known)
             # The registry's own words, a hand edit's included: a few, each cut short.
             some = ", ".join(k if len(k) <= 30 else k[:27] + "..." for k in known[:10])
             raise MamError("usage", f"--status {brief(status)}: no row has that status",
-                           hint=f"did you mean {brief(close[0])}?" if close else
+                           hint=f"did you mean {brief(close)}?" if close else
                            f"statuses here: {some}" + (", ..." if len(known) > 10 else ""))

@@ -59,7 +59,8 @@ def _live_agent(app: App, row: Row) -> Agent:
         raise MamError("operation_failed", f"{row.backend} server {row.server} is down; mam never starts it to "
                        "send text", hint=_bring_back(row))
     if outcome.state is ServerState.UNKNOWN:
-        require_binary(app, outcome.error.kind if outcome.error else None, "mam send needs it", row.backend)
+        require_binary(app, outcome.error.kind if outcome.error else None, "mam send needs it", row.backend,
+                       of_row=True)
         why = outcome.error.message if outcome.error else "no answer"
         raise MamError("operation_failed", f"{row.backend} server {row.server} could not be asked: {why}")
     agent = next((a for a in outcome.agents if a.name == row.name), None)
@@ -74,7 +75,8 @@ def _bring_back(row: Row) -> str:
     from mam.commands.restore import row_spec
 
     if row_spec(row) is None:  # adopted, or written by hand: restore has nothing to start it from
-        return f"`mam spawn {row.name} ...` starts it again (its row keeps no launch spec for `mam restore`)"
+        return (f"`mam --backend {row.backend} spawn {row.name} --server {row.server} ...` starts it again (its "
+                "row keeps no launch spec for `mam restore`)")
     return f"`mam restore {row.name}` starts it again from its launch spec (`--dry-run` shows how)"
 
 
@@ -141,7 +143,7 @@ def wait_document(app: App, name: str, until: Sequence[str], timeout: float | No
             error = next((s["error"] for s in doc["servers"]
                           if s["backend"] == row.backend and s["server"] == row.server), None) or {}
             if error.get("kind") == "not_installed":
-                require_binary(app, ErrorKind.NOT_INSTALLED, "mam wait needs it", row.backend)
+                require_binary(app, ErrorKind.NOT_INSTALLED, "mam wait needs it", row.backend, of_row=True)
         if timeout is not None and waited >= timeout:
             return result
         time.sleep(POLL_INTERVAL if timeout is None else min(POLL_INTERVAL, max(0.0, timeout - waited)))

@@ -526,7 +526,7 @@ def _stop(app: App, name: str, server: str | None, force: bool, progress: bool, 
         result = app.plugins.stop(backend, target, name, ctx)
     if result.failure is not None:
         error = app.plugins.classify(backend, result.failure)
-        require_binary(app, error.kind, "mam stop needs it", backend_name)
+        require_binary(app, error.kind, "mam stop needs it", backend_name, of_row=bool(rows))
         raise MamError("operation_failed", f"could not stop {name}: {result.message}: {error.message}")
     status = "stopped" if result.stopped else "terminated"
     if rows and not result.stopped and not rows[0].active:

@@ -12,7 +12,7 @@ from mam.errors import MamError
 from mam.names import check_name
 from mam.plugin.records import CallContext, ServerCommand, ServerOptions, ServerState
 from mam.runner import remote_route
-from mam.servers import query_server, start_server
+from mam.servers import missing_binary_hint, query_server, start_server
 from mam.shims import SHIM_GUARD, is_native_binary, is_shim, path_without_shims
 
 
@@ -138,7 +138,7 @@ def _exec_command(app: App, server: str | None, args: list[str], there: str) -> 
     program = shutil.which(argv[0], path=env["PATH"]) if not there else argv[0]
     if program is None:
         raise MamError("backend_unavailable", f"{argv[0]}: not found on PATH",
-                       hint=f"install {argv[0]}, or choose another backend with --backend")
+                       hint=missing_binary_hint(app, app.backend_name))
     if not there and is_shim(program):
         # Every backend call (the query, a bootstrap, the exec) would run it, and it would call mam again.
         real = str(Path(program).resolve())

@@ -55,8 +55,12 @@ def parse_state_filter(values: Sequence[str], option: str = "--state") -> frozen
     wanted = {word.strip() for value in values for word in value.split(",") if word.strip()}
     bad = sorted(wanted - set(AGENT_STATES))
     if bad or (values and not wanted):
+        from mam.names import closest
+
+        close = closest(bad[0], AGENT_STATES) if bad else None
         raise MamError("usage", f"{option} {','.join(bad) or '(empty)'}: expected one or more of "
-                       f"{', '.join(AGENT_STATES)}, separated by commas")
+                       f"{', '.join(AGENT_STATES)}, separated by commas",
+                       hint=f"did you mean {option} {close}?" if close else None)
     return frozenset(wanted)
 
 
@@ -186,10 +190,15 @@ def unanswered(app: App, doc: Mapping[str, Any]) -> tuple[list[str], bool]:
         shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
         notes.append(f"{len(unknown)} server{'s' if len(unknown) != 1 else ''} could not be asked ({', '.join(kinds)}"
                      f"), so their agents are unconfirmed: {shown}")
+    # A backend that rows are on is theirs: another one would not reach their agents, so only the one chosen
+    # (explicitly or by default) for a workspace without such rows gets "pick another".
+    rowed = {s["backend"] for s in doc.get("sessions", ())}
     for backend, message in sorted(missing.items()):
+        from mam.servers import missing_binary_hint
+
         try:
-            what = app.plugins.spec(backend).executable or backend
+            hint = missing_binary_hint(app, backend, of_row=backend in rowed or backend != app.backend_name)
         except MamError:  # the backend's plugin itself is missing
-            what = f"the plugin of backend {backend}"
-        notes.append(f"{message}: install {what}, or choose another backend with --backend")
+            hint = f"install the plugin of backend {backend}, or choose another backend with --backend"
+        notes.append(f"{message}: {hint}")
     return notes, bool(missing)

@@ -24,6 +24,7 @@ from mam.registry import text as registry_text
 from mam.safefile import lock_within, read_text
 
 ACTIVE_STATUSES = frozenset({"starting", "running"})
+WRITTEN_STATUSES = ("starting", "running", "stopped", "terminated")  # the words mam writes; a hand edit may add others
 SESSIONS = "sessions"
 LEGACY_SESSIONS = "herdr_sessions"  # the older herdr-only form: its server key is `herdr_session`
 LEGACY_BACKEND = "herdr"
@@ -156,6 +157,20 @@ def _refuse_near_misses(document: dict[str, Any]) -> None:
                 raise _Invalid(f"unknown top-level key {_brief(key)}: did you mean `{close[0]}:`?", None, None, key)
 
 
+def _refuse_near_miss_status(status: str | None, list_key: str, index: int) -> None:
+    """Any word is a status, but one a letter or two from mam's own (`runing`) is a typo that would make an
+    active agent look inactive (or the reverse) to every command, silently: refused, naming the word meant. A
+    word that holds one of mam's (`restarting`) is a word of its own."""
+    if status is None or status in WRITTEN_STATUSES or any(word in status for word in WRITTEN_STATUSES):
+        return
+    from mam.names import closest
+
+    close = closest(status.lower(), WRITTEN_STATUSES, cutoff=0.8)  # `Running` is no active status either
+    if close is not None:
+        raise _Invalid(f"status {_brief(status)} is not one of mam's ({', '.join(WRITTEN_STATUSES)}): did you mean "
+                       f"`{close}`?", list_key, index, "status")
+
+
 def _host(raw: dict[str, Any], list_key: str, index: int) -> str | None:
     """The row's `host:` as an SSH destination (mam.transport.check_host), None for this machine (absent,
     empty or `local`). Checked here, so that no command ever hands ssh a host it would read as an option."""
@@ -219,6 +234,7 @@ def _validate(document: Any, default_backend: str) -> tuple[dict[str, Any], tupl
             elif not NAME_PATTERN.fullmatch(backend):
                 raise _Invalid(f"invalid backend {_brief(backend)}", list_key, index, "backend")
             status = _optional_str(raw, "status", list_key, index)
+            _refuse_near_miss_status(status, list_key, index)
             agent = _optional_str(raw, "agent", list_key, index)
             pane = raw.get("pane")
             if pane is not None and not isinstance(pane, dict):

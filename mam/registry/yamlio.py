@@ -131,8 +131,17 @@ def dump(data: Any) -> str:
 
 
 def error_line(exc: yaml.YAMLError) -> int | None:
-    """The 1-based line a YAML error points at, when it has one."""
-    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    """The 1-based line a YAML error points at, when it has one (PyYAML's marks count from 0). A token the
+    scanner could not finish (`server s1`, a key without its colon; an open quote) or an unclosed flow
+    collection is found wrong only on a later line, where the problem mark is: its context mark is the line to
+    fix. A block collection's context is where it began, which may be far above: there the problem mark is."""
+    problem, context = getattr(exc, "problem_mark", None), getattr(exc, "context_mark", None)
+    started = str(getattr(exc, "context", None) or "")
+    if context is not None and started.startswith(("while scanning", "while parsing a flow",
+                                                   "while parsing a quoted")):
+        mark = context
+    else:
+        mark = problem or context
     return mark.line + 1 if mark is not None else None
 
 
