@@ -1,0 +1,98 @@
+"""Attack cases of issue 20 (third trust round): a user's regex that backtracks without bound, a wait past its
+deadline, remote retries one after another, writes through planted links, a closed stdout, ssh agent
+forwarding, and invisible characters in listings."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from sshd import Sshd, _client_config, _free_port, _keygen, _server_config
+
+from conftest import Workspace, base_env
+from mam import runner
+from mam.runner import Route, remote_route
+from mam.transport import SshTransport
+
+# -- 6. a wait ends at its deadline ---------------------------------------------------------------------------
+
+
+def test_a_wait_against_a_hung_server_ends_at_its_deadline_not_after_mam_timeout(ws: Workspace) -> None:
+    ws.write_registry("version: 1\nsessions:\n  - {name: a, server: live, status: running, agent: claude}\n")
+    ws.herdr.start("live")
+    ws.herdr.set_agents("live", [{"agent": "claude", "agent_status": "working", "cwd": "/repo", "name": "a",
+                                  "pane_id": "w1:p1", "terminal_id": "term_1"}])
+    ws.herdr.set_fault("live", "agent list", sleep=120)  # the server hangs: every listing call blocks
+    env = {**ws.env, "MAM_TIMEOUT": "30"}
+    began = time.monotonic()
+    proc = ws.mam("wait", "a", "--until", "idle", "--timeout", "1", env=env, timeout=90)
+    took = time.monotonic() - began
+    assert proc.returncode == 1, proc.stderr
+    assert "timed out after 1 s" in proc.stderr
+    assert took < 10, f"a 1 s wait took {took:.1f} s"  # each poll used to wait the full MAM_TIMEOUT (30 s)
+
+
+# -- 11. no ssh agent forwarding, whatever the user's ssh config says ------------------------------------------
+
+
+@pytest.fixture
+def forwarding_sshd(sshd: Sshd, tmp_path: Path) -> Sshd:
+    """An sshd that would forward an agent (AllowAgentForwarding yes) and a client config that asks for it (the
+    session's `sshd` is asked for its checks: installed, and its privilege separation folder made)."""
+    if shutil.which("ssh-agent") is None:
+        pytest.skip("needs ssh-agent")
+    root = Path(tempfile.mkdtemp(prefix="mf", dir="/tmp"))
+    port = _free_port()
+    for key in ("host_ed25519", "user_ed25519"):
+        _keygen(root / key)
+    (root / "authorized_keys").write_text((root / "user_ed25519.pub").read_text())
+    host_key = (root / "host_ed25519.pub").read_text().split()
+    (root / "known_hosts").write_text(f"[127.0.0.1]:{port} {host_key[0]} {host_key[1]}\n")
+    (root / "sshd_config").write_text(_server_config(root, port).replace("AllowAgentForwarding no",
+                                                                          "AllowAgentForwarding yes"))
+    _client_config(root / "ssh_config", root, port, root / "user_ed25519")
+    config = (root / "ssh_config").read_text().replace("IdentityAgent none", f"IdentityAgent {root / 'agent.sock'}")
+    (root / "ssh_config").write_text(config + "    ForwardAgent yes\n    ForwardX11 yes\n")
+    home = tmp_path / "home"
+    home.mkdir()
+    server = Sshd(root, port, root / "ssh_config", root / "ssh_config", base_env(home))
+    server.start()
+    return server
+
+
+def test_no_ssh_agent_is_forwarded_even_when_the_ssh_config_asks_for_it(forwarding_sshd: Sshd,
+                                                                       tmp_path: Path) -> None:
+    sshd = forwarding_sshd
+    agent_sock = sshd.root / "agent.sock"
+    agent = subprocess.run(["ssh-agent", "-a", str(agent_sock)], capture_output=True, text=True, timeout=30,
+                           env=sshd.env, stdin=subprocess.DEVNULL)
+    assert agent.returncode == 0, agent.stderr
+    agent_pid = int(agent.stdout.split("SSH_AGENT_PID=")[1].split(";")[0])
+    env = {**sshd.env, "SSH_AUTH_SOCK": str(agent_sock)}
+    control = Path(tempfile.mkdtemp(prefix="mc", dir="/tmp")) / "ssh"
+    try:
+        # The config really forwards: ssh itself, without mam's options, hands the agent over.
+        plain = sshd.ssh("-T", sshd.host, 'echo "agent=${SSH_AUTH_SOCK:-none}"', env=env)
+        assert plain.returncode == 0 and "agent=/" in plain.stdout, (plain.stdout, plain.stderr)
+        transport = SshTransport(sshd.host, control, 10, ssh_config=sshd.config_path)
+        assert "ForwardAgent=no" in transport.wrap(["true"]) and "ForwardX11=no" in transport.wrap(["true"])
+        with remote_route(Route(transport, (), {})):
+            result = runner.run(["sh", "-c", 'echo "agent=${SSH_AUTH_SOCK:-none} x=${DISPLAY:-none}"'],
+                                timeout=30, env=env)
+        assert (result.returncode, result.stdout) == (0, "agent=none x=none\n"), result
+    finally:
+        sshd.close_masters(control)
+        shutil.rmtree(control.parent, ignore_errors=True)
+        os.kill(agent_pid, 15)
+        sshd.stop()
+        shutil.rmtree(sshd.root, ignore_errors=True)
+
+
+def _unused() -> None:
+    json.dumps({})
