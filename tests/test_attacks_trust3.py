@@ -81,11 +81,11 @@ def test_no_ssh_agent_is_forwarded_even_when_the_ssh_config_asks_for_it(forwardi
         plain = sshd.ssh("-T", sshd.host, 'echo "agent=${SSH_AUTH_SOCK:-none}"', env=env)
         assert plain.returncode == 0 and "agent=/" in plain.stdout, (plain.stdout, plain.stderr)
         transport = SshTransport(sshd.host, control, 10, ssh_config=sshd.config_path)
-        assert "ForwardAgent=no" in transport.wrap(["true"]) and "ForwardX11=no" in transport.wrap(["true"])
         with remote_route(Route(transport, (), {})):
             result = runner.run(["sh", "-c", 'echo "agent=${SSH_AUTH_SOCK:-none} x=${DISPLAY:-none}"'],
                                 timeout=30, env=env)
         assert (result.returncode, result.stdout) == (0, "agent=none x=none\n"), result
+        assert "ForwardAgent=no" in transport.wrap(["true"]) and "ForwardX11=no" in transport.wrap(["true"])
     finally:
         sshd.close_masters(control)
         shutil.rmtree(control.parent, ignore_errors=True)
@@ -94,5 +94,25 @@ def test_no_ssh_agent_is_forwarded_even_when_the_ssh_config_asks_for_it(forwardi
         shutil.rmtree(sshd.root, ignore_errors=True)
 
 
-def _unused() -> None:
-    json.dumps({})
+# -- 12. invisible characters from a server are written out ---------------------------------------------------
+
+HIDDEN = "\u00ad\U000e0041\U000e0069\u115f\u1160\u3164\uffa0\ue000\u0378"
+
+
+def test_invisible_characters_of_a_listing_are_written_out_in_ls_and_status(ws: Workspace) -> None:
+    ws.write_registry("version: 1\nsessions:\n  - {name: a, server: live, status: running, agent: claude}\n")
+    ws.herdr.start("live")
+    ws.herdr.set_agents("live", [{"agent": f"claude{HIDDEN}", "agent_status": "working", "cwd": f"/repo/{HIDDEN}x",
+                                  "name": "a", "pane_id": "w1:p1", "terminal_id": "term_1"}])
+    for args in (("ls", "--server", "live"), ("status",)):
+        proc = ws.mam(*args)
+        assert proc.returncode == 0, proc.stderr
+        assert not any(ch in proc.stdout + proc.stderr for ch in HIDDEN), (args, proc.stdout)
+        assert "\\xad" in proc.stdout or "\\u3164" in proc.stdout, (args, proc.stdout)
+    listing = ws.mam("ls", "--server", "live").stdout
+    for escape in ("\\xad", "\\U000e0041", "\\U000e0069", "\\u115f", "\\u1160", "\\u3164", "\\uffa0", "\\ue000",
+                   "\\u0378"):
+        assert escape in listing, (escape, listing)
+    # JSON keeps the exact text (escaped as JSON does, never raw).
+    doc = json.loads(ws.mam("ls", "--server", "live", "--json").stdout)
+    assert HIDDEN in json.dumps(doc, ensure_ascii=False)

@@ -28,6 +28,10 @@ _ESCAPES = re.compile(
 # Controls and format characters (bidi overrides, zero-width joiners), line and paragraph separators, lone
 # surrogates: a terminal draws none of them as a character of its own.
 _INVISIBLE = ("Cc", "Cf", "Zl", "Zp", "Cs")
+# What a quoted line loses besides: private-use and unassigned code points, and the Hangul fillers (letters that
+# show as blanks), so no hidden text rides along in the evidence (docs/trust.md).
+_UNQUOTED = frozenset((*_INVISIBLE, "Co", "Cn"))
+_FILLERS = frozenset("\u115f\u1160\u3164\uffa0")
 
 
 # Erase in line (CSI K, 0K, 2K) is kept, as one of these two characters, for `_overwrite` to apply: a TUI
@@ -121,7 +125,8 @@ def _match(rule: Rule, filled: list[str]) -> str | None:
 
 
 def quote(line: str) -> str:
-    """`line` safe to print: control and format characters (bidi overrides, zero-width) removed, spaces at the
-    ends trimmed, at most MAX_QUOTE characters."""
-    kept = "".join(ch for ch in line if unicodedata.category(ch) not in _INVISIBLE)
+    """`line` safe to print: control and format characters (bidi overrides, zero-width, tag characters),
+    private-use and unassigned code points and the Hangul fillers removed, spaces at the ends trimmed, at most
+    MAX_QUOTE characters."""
+    kept = "".join(ch for ch in line if unicodedata.category(ch) not in _UNQUOTED and ch not in _FILLERS)
     return kept.strip()[:MAX_QUOTE]
