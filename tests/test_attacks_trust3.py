@@ -116,3 +116,47 @@ def test_invisible_characters_of_a_listing_are_written_out_in_ls_and_status(ws: 
     # JSON keeps the exact text (escaped as JSON does, never raw).
     doc = json.loads(ws.mam("ls", "--server", "live", "--json").stdout)
     assert HIDDEN in json.dumps(doc, ensure_ascii=False)
+
+
+# -- 8. no write through a planted link ------------------------------------------------------------------------
+
+
+def test_shim_install_replaces_a_planted_link_and_never_writes_its_target(ws: Workspace, tmp_path: Path) -> None:
+    victim = tmp_path / "victim.sh"
+    victim.write_text("precious\n")
+    victim.chmod(0o600)
+    shim_dir = ws.root / ".mam" / "shim"
+    shim_dir.mkdir(parents=True)
+    (shim_dir / "tmux").symlink_to(victim)
+    proc = ws.mam("shim", "install")
+    assert proc.returncode == 0, proc.stderr
+    assert victim.read_text() == "precious\n" and victim.stat().st_mode & 0o777 == 0o600
+    shim = shim_dir / "tmux"
+    assert not shim.is_symlink() and b"# mam shim:" in shim.read_bytes() and shim.stat().st_mode & 0o777 == 0o755
+
+
+def test_shim_install_refuses_a_linked_shim_folder(ws: Workspace, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "tmux").write_text("precious\n")
+    (ws.root / ".mam").mkdir()
+    (ws.root / ".mam" / "shim").symlink_to(elsewhere)
+    proc = ws.mam("shim", "install")
+    assert proc.returncode == 1, proc.stderr
+    assert "symbolic link" in proc.stderr and "Traceback" not in proc.stderr
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["tmux"] and (elsewhere / "tmux").read_text() == "precious\n"
+
+
+def test_skills_install_refuses_a_linked_skill_folder_and_writes_nothing(ws: Workspace, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    skills = ws.root / ".agents" / "skills"
+    skills.mkdir(parents=True)
+    shipped = sorted(p.name for p in (Path(__file__).parents[1] / "skills").iterdir() if (p / "SKILL.md").is_file())
+    (skills / shipped[0]).symlink_to(elsewhere)
+    for args in (("skills", "install"), ("skills", "install", "--force")):
+        proc = ws.mam(*args)
+        assert proc.returncode == 1, proc.stderr
+        assert "symbolic link" in proc.stderr and "Traceback" not in proc.stderr
+        assert list(elsewhere.iterdir()) == []
+        assert sorted(p.name for p in skills.iterdir()) == [shipped[0]]  # nothing was written
