@@ -160,3 +160,48 @@ def test_skills_install_refuses_a_linked_skill_folder_and_writes_nothing(ws: Wor
         assert "symbolic link" in proc.stderr and "Traceback" not in proc.stderr
         assert list(elsewhere.iterdir()) == []
         assert sorted(p.name for p in skills.iterdir()) == [shipped[0]]  # nothing was written
+
+
+# -- 9. a closed or full stdout: one line on stderr, the exit code always ----------------------------------------
+
+
+def _mam_fds(ws: Workspace, *args: str, close: tuple[int, ...] = (), stdout: object = subprocess.PIPE
+             ) -> tuple[int, str, str]:
+    """`mam ARGS` with the descriptors `close` closed in the child (as `>&-` does) and `stdout` as given."""
+    import sys
+
+    def closing() -> None:
+        for fd in close:
+            os.close(fd)
+
+    proc = subprocess.run([sys.executable, "-m", "mam", *args], env=ws.env, cwd=ws.root, stdin=subprocess.DEVNULL,
+                          stdout=stdout, stderr=subprocess.PIPE, preexec_fn=closing, timeout=60)
+    out = proc.stdout.decode() if isinstance(proc.stdout, bytes) else ""
+    return proc.returncode, out, proc.stderr.decode()
+
+
+def test_a_full_stdout_is_one_line_on_stderr_and_exit_1(ws: Workspace) -> None:
+    with open("/dev/full", "w") as full:
+        for args in (("--json", "status"), ("status",), ("--json", "version"), ("--json", "backends")):
+            code, _, err = _mam_fds(ws, *args, stdout=full)
+            assert code == 1, (args, err)
+            assert err == "mam: cannot write the output: No space left on device\n", (args, err)
+
+
+def test_a_closed_stdout_is_one_line_on_stderr_and_exit_1_before_anything_runs(ws: Workspace) -> None:
+    code, _, err = _mam_fds(ws, "--json", "status", close=(1,))
+    assert code == 1 and err.startswith("mam: standard output is closed: nothing was run\n"), err
+    assert "Traceback" not in err
+    code, _, err = _mam_fds(ws, "spawn", "x", "--", "sleep", "60", close=(1,))
+    assert code == 1 and "standard output is closed" in err
+    assert not ws.registry.exists()  # nothing ran: no row claimed
+
+
+def test_a_closed_stderr_still_gets_the_json_document_and_the_exit_code(ws: Workspace) -> None:
+    code, out, _ = _mam_fds(ws, "--json", "stop", "nosuch", close=(2,))
+    assert code == 1
+    assert json.loads(out)["error"]["code"] == "operation_failed"
+    code, out, _ = _mam_fds(ws, "--json", "status", close=(2,))
+    assert code == 0 and json.loads(out)["sessions"] == []
+    code, _, _ = _mam_fds(ws, "--json", "status", close=(1, 2))
+    assert code == 1
