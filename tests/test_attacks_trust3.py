@@ -205,3 +205,50 @@ def test_a_closed_stderr_still_gets_the_json_document_and_the_exit_code(ws: Work
     assert code == 0 and json.loads(out)["sessions"] == []
     code, _, _ = _mam_fds(ws, "--json", "status", close=(1, 2))
     assert code == 1
+
+
+# -- 7. a failed batch is retried in parallel, within its one time limit ------------------------------------------
+
+
+def _batch_route(sshd: Sshd, control: Path) -> Route:
+    # A TMPDIR that does not exist there: the batch script's mktemp fails, so no frame parses and every call
+    # is asked again on its own (what any batch whose frames do not parse goes through).
+    transport = SshTransport(sshd.host, control, 10, ssh_config=sshd.config_path)
+    return Route(transport, (), {"TMPDIR": "/nonexistent/mam-test"})
+
+
+def _batched(route: Route, argvs: list[list[str]], timeout: float, env: dict[str, str]
+             ) -> tuple[list[runner.CommandResult], float]:
+    import threading
+
+    from mam.batch import Batch
+
+    batch = Batch(expected=len(argvs))
+    results: dict[int, runner.CommandResult] = {}
+
+    def call(i: int) -> None:
+        results[i] = batch.run(route, argvs[i], timeout=timeout, env=env)
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(len(argvs))]
+    began = time.monotonic()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    return [results[i] for i in range(len(argvs))], time.monotonic() - began
+
+
+def test_a_failed_batch_of_hung_calls_is_retried_at_once_not_one_after_another(sshd: Sshd) -> None:
+    control = Path(tempfile.mkdtemp(prefix="mb", dir="/tmp")) / "ssh"
+    route = _batch_route(sshd, control)
+    try:
+        # The retry really happens, and each call gets its own answer.
+        results, _ = _batched(route, [["echo", f"call {i}"] for i in range(4)], 20, sshd.env)
+        assert [(r.returncode, r.stdout) for r in results] == [(0, f"call {i}\n") for i in range(4)]
+        # Eight calls that hang, 3 s each: one time limit for all of them, not eight in a row (24 s).
+        results, took = _batched(route, [["sleep", "60"] for _ in range(8)], 3, sshd.env)
+        assert all(r.timed_out and r.timeout == 3 for r in results), results
+        assert took < 12, f"8 hung calls took {took:.1f} s"
+    finally:
+        sshd.close_masters(control)
+        shutil.rmtree(control.parent, ignore_errors=True)
