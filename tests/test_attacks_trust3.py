@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -252,3 +253,55 @@ def test_a_failed_batch_of_hung_calls_is_retried_at_once_not_one_after_another(s
     finally:
         sshd.close_masters(control)
         shutil.rmtree(control.parent, ignore_errors=True)
+
+
+# -- 5. a user's rule that backtracks: refused when it is known to, stopped when it is not ---------------------
+
+SLOW_RULES = """schema: 1
+kinds:
+  slowkind:
+    programs: [slowkind]
+    rules:
+      - id: slowkind.idle
+        state: idle
+        pattern: '{pattern}'
+        lines: 5
+"""
+
+
+def test_a_rule_that_backtracks_is_stopped_by_the_time_limit_or_refused_with_its_line(ws: Workspace,
+                                                                                      tmux: object) -> None:
+    from conftest import Tmux
+
+    assert isinstance(tmux, Tmux)
+    server = tmux.name()
+    (ws.root / ".mam").mkdir(exist_ok=True)
+    states = ws.root / ".mam" / "states.yaml"
+    # Polynomial, not nested: no static check can know it, and on a line of 1,000 `a`s it runs for hours.
+    states.write_text(SLOW_RULES.format(pattern=".*a.*a.*a.*b"))
+    proc = ws.mam("spawn", "slow", "--agent", "slowkind", "--server", server, "--command", sys.executable, "--",
+                  "-c", "print('a' * 1000, flush=True); import time; time.sleep(600)")
+    assert proc.returncode == 0, proc.stderr
+    deadline = time.monotonic() + 20
+    while "aaaa" not in tmux.run(server, "capture-pane", "-p", "-J", "-t", "slow").stdout:
+        assert time.monotonic() < deadline, "the agent drew nothing"
+        time.sleep(0.1)
+    env = {**ws.env, "MAM_SCREEN_TIMEOUT": "1"}
+    began = time.monotonic()
+    proc = ws.mam("status", "--json", env=env, timeout=120)
+    took = time.monotonic() - began
+    assert proc.returncode == 0, proc.stderr
+    entry = json.loads(proc.stdout)["sessions"][0]
+    assert entry["state"] == "unknown" and entry["evidence"]["rule"] == "slowkind.idle", entry
+    assert "took more than 1 s" in entry["evidence"]["fact"], entry
+    assert took < 30, f"status took {took:.1f} s"
+    # wait ends too, at its own deadline and with the same reason.
+    proc = ws.mam("wait", "slow", "--until", "idle", "--timeout", "2", env=env, timeout=120)
+    assert proc.returncode == 1 and "took more than 1 s" in proc.stderr, proc.stderr
+    # Nested repetition, which backtracks exponentially (34 `a`s: hours), is refused when the file is read:
+    # the file, the line of the pattern, and why.
+    states.write_text(SLOW_RULES.format(pattern="^(a+)+$"))
+    proc = ws.mam("status", env=env, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert f"{states}:8:" in proc.stderr and "backtrack without bound" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr

@@ -19,7 +19,9 @@ from mam.runner import remote_route
 from mam.servers import call_context, outcomes_for, require_binary, resolve_explicit_backend
 
 POLL_INTERVAL = 0.5
-MIN_CALL = 0.05  # the shortest time limit a poll's calls get near the deadline
+# The shortest time limit a poll's calls get, near or past the deadline: time for a call to answer at all on a
+# busy machine. A wait against a hung server so ends at most this long after its deadline.
+MIN_CALL = 2.0
 MAX_TEXT = 64 * 1024  # a prompt, not a file: anything longer is refused before it reaches a backend
 
 
