@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from sshd import Sshd, _client_config, _free_port, _keygen, _server_config
 
-from conftest import Workspace, base_env
+from conftest import Tmux, Workspace, base_env
 from mam import runner
 from mam.runner import Route, remote_route
 from mam.transport import SshTransport
@@ -270,10 +270,7 @@ kinds:
 
 
 def test_a_rule_that_backtracks_is_stopped_by_the_time_limit_or_refused_with_its_line(ws: Workspace,
-                                                                                      tmux: object) -> None:
-    from conftest import Tmux
-
-    assert isinstance(tmux, Tmux)
+                                                                                      tmux: Tmux) -> None:
     server = tmux.name()
     (ws.root / ".mam").mkdir(exist_ok=True)
     states = ws.root / ".mam" / "states.yaml"
@@ -305,3 +302,35 @@ def test_a_rule_that_backtracks_is_stopped_by_the_time_limit_or_refused_with_its
     assert proc.returncode == 2, proc.stderr
     assert f"{states}:8:" in proc.stderr and "backtrack without bound" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(("pattern", "refused"), [
+    (r"^(a+)+$", True), (r"(\w+\s*)+$", True), (r"(?:x{1,5}){5}", True), (r"(a|ab)+c", True),
+    (r"(?:a|a)*", True), (r"((a+))*b", True),
+    (r"(foo|bar)+", False), (r"(a++)+", False), (r"(?:\w+\s*)++", False), (r"[\w\s]+", False),
+    (r"^([\w-]+ ?){0,2}>( .*)?$", False), (r"(\d+h\s*)?(\d+m\s*)?\d+s", False), (r".*a.*b", False),
+])
+def test_which_patterns_are_refused_as_backtracking(pattern: str, refused: bool) -> None:
+    from mam.kinds.library import backtracking
+
+    assert (backtracking(pattern) is not None) == refused
+
+
+def test_no_shipped_rule_backtracks_and_the_time_limit_stops_a_slow_one() -> None:
+    import re
+
+    from mam.kinds.classify import classify_screen
+    from mam.kinds.library import Kind, Library, Rule, backtracking, load_library
+
+    shipped = load_library(None)
+    assert [r.id for k in shipped.kinds.values() for r in k.rules if backtracking(r.pattern)] == []
+    slow = Rule("slow.x", "idle", ".*a.*a.*a.*b", 5, re.compile(".*a.*a.*a.*b"))
+    library = Library({"slow": Kind("slow", ("slow",), (), None, (slow,))})
+    began = time.monotonic()
+    verdict = classify_screen(library, "slow", "a" * 1000 + "\n", budget=0.5)
+    assert (verdict.state, verdict.overtime) == ("unknown", "slow.x")
+    assert time.monotonic() - began < 10
+    # And the timer is gone afterwards: nothing fires later.
+    import signal
+
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
