@@ -2,7 +2,8 @@
 the kind library's rules, with the facts the multiplexer knows (a dead pane, how long the screen is unchanged,
 whether anyone looked at it since). Never guessed: anything mam cannot read is `unknown`, with the reason.
 
-Computed inside the parallel fan-out of the listing (one capture call per server), and only when asked for.
+Captured inside the parallel fan-out of the listing (one capture call per server), and only when asked for;
+the screens are read by the rules after it, in the calling thread, each within its time limit (`settle`).
 """
 
 from __future__ import annotations
