@@ -334,3 +334,12 @@ def test_no_shipped_rule_backtracks_and_the_time_limit_stops_a_slow_one() -> Non
     import signal
 
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
+def test_skills_install_refuses_a_linked_agents_folder_of_the_workspace(ws: Workspace, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (ws.root / ".agents").symlink_to(elsewhere)  # a clone's planted link: the default dest runs through it
+    proc = ws.mam("skills", "install", "--force")
+    assert proc.returncode == 1 and "symbolic link" in proc.stderr, proc.stderr
+    assert list(elsewhere.iterdir()) == []

@@ -44,11 +44,11 @@ def _differs(shipped: Path, target: Path) -> bool:
     return target.read_bytes() != shipped.read_bytes()
 
 
-def _linked_folder(dest: Path, target: Path) -> Path | None:
-    """The first folder from `dest` down to `target`'s own that is a symbolic link, or None."""
-    folder = dest
-    for part in (None, *target.relative_to(dest).parts[:-1]):
-        folder = folder if part is None else folder / part
+def _linked_folder(top: Path, target: Path) -> Path | None:
+    """The first folder below `top` down to `target`'s own that is a symbolic link, or None."""
+    folder = top
+    for part in target.relative_to(top).parts[:-1]:
+        folder = folder / part
         if folder.is_symlink():
             return folder
     return None
@@ -72,16 +72,18 @@ def _write(shipped: Path, dest_fd: int, dest: Path, target: Path) -> None:
             os.close(fd)
 
 
-def install_skills(dest: Path, force: bool = False) -> list[Path]:
+def install_skills(dest: Path, force: bool = False, within: Path | None = None) -> list[Path]:
     """Copy each skill folder into `dest`, leaving files mam does not ship alone. Refuses (and writes nothing)
     when a file there differs from mam's, unless `force`, and always when `dest` or a folder in it is a symbolic
-    link (mam never writes through one)."""
+    link (mam never writes through one); so too a folder between `within` (the workspace, for the default
+    `dest`) and `dest`, such as a linked `.agents`."""
     from mam.safefile import open_folder
 
     source = skills_source()
+    top = within if within is not None else dest.parent
     try:
         pairs = _shipped(source, dest)
-        linked = next((found for _, target in pairs if (found := _linked_folder(dest, target))), None)
+        linked = next((found for _, target in pairs if (found := _linked_folder(top, target))), None)
         if linked is not None:
             raise MamError("operation_failed", f"{linked}: a skill folder is a symbolic link: refusing to follow "
                            "it; nothing was written", hint="remove the link, or give another --dest")
