@@ -13,8 +13,9 @@ import re
 import secrets
 import shlex
 import threading
+import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from mam.plugin.records import CommandResult
@@ -122,6 +123,7 @@ class Batch:
     def _execute(self, route: Route, calls: list[_Call]) -> None:
         from mam.runner import Route, _finish_remote, _run_remote, max_output
 
+        started = time.monotonic()
         try:
             if len(calls) == 1:
                 calls[0].result = _run_remote(route, calls[0].argv, timeout=calls[0].timeout, env=calls[0].env)
@@ -141,16 +143,38 @@ class Batch:
                     c.result = CommandResult(c.argv, None, "", whole.stderr, timed_out=whole.timed_out,
                                              timeout=c.timeout, transport_error=whole.transport_error)
             elif framed is None:
-                for c in calls:
-                    c.result = _run_remote(route, c.argv, timeout=c.timeout, env=c.env)
+                _run_each(route, calls, started)
             else:
                 for c, (code, out, err) in zip(calls, framed, strict=True):
                     c.result = _finish_remote(route, c.argv, c.timeout, CommandResult(c.argv, code, out, err))
         except ValueError:
-            for c in calls:
-                c.result = _run_remote(route, c.argv, timeout=c.timeout, env=c.env)
+            _run_each(route, calls, started)
         finally:
             for c in calls:
                 if c.result is None:
                     c.result = CommandResult(c.argv, None, timeout=c.timeout, os_error=f"{c.argv[0]}: not run")
                 c.done.set()
+
+
+def _run_each(route: Route, calls: Sequence[_Call], started: float) -> None:
+    """Run each call again on its own, all at once, each within what is left of its own time limit (counted
+    from `started`, when the batch began): a batch that failed must not cost its calls one after another (eight
+    hung servers were eight time limits), nor any call more than its one time limit."""
+    from mam.runner import _run_remote
+
+    def one(call: _Call) -> None:
+        left = call.timeout - (time.monotonic() - started)
+        if left <= 0:
+            call.result = CommandResult(call.argv, None, "", "", timed_out=True, timeout=call.timeout)
+        else:
+            result = _run_remote(route, call.argv, timeout=left, env=call.env)
+            call.result = replace(result, timeout=call.timeout) if result.timed_out else result
+
+    if len(calls) == 1:
+        one(calls[0])
+        return
+    threads = [threading.Thread(target=one, args=(call,), daemon=True) for call in calls]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()

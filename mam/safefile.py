@@ -91,3 +91,55 @@ def lock_within(fd: int, timeout: float) -> bool:
             if time.monotonic() > deadline:
                 return False
             time.sleep(0.01)
+
+
+def open_folder(path: Path, what: str, parent_fd: int | None = None) -> int:
+    """A descriptor of the folder `path` (made when missing), opened without following a symbolic link planted
+    in its place: refused instead, as operation_failed naming `what` ("shim folder"). With `parent_fd`, `path`'s
+    last part is opened in that folder; else the folders above `path` are made as needed and followed."""
+    name: str | Path = path.name if parent_fd is not None else path
+    if parent_fd is None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    for _ in range(3):  # made by another process between the two calls: open it again
+        try:
+            return os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent_fd)
+        except FileNotFoundError:
+            try:
+                os.mkdir(name, 0o755, dir_fd=parent_fd)
+            except FileExistsError:
+                pass
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR) and _is_link(name, parent_fd):
+                raise MamError("operation_failed", f"{path}: the {what} is a symbolic link: refusing to follow it",
+                               hint="remove the link, or give another folder") from None
+            raise
+    raise MamError("operation_failed", f"{path}: cannot open the {what}")
+
+
+def _is_link(name: str | Path, parent_fd: int | None) -> bool:
+    try:
+        return stat.S_ISLNK(os.lstat(name, dir_fd=parent_fd).st_mode)
+    except OSError:
+        return False
+
+
+def replace_in(folder_fd: int, name: str, data: bytes, mode: int) -> None:
+    """Write `data` as the file `name` of the folder `folder_fd`, by a new file renamed over the old one: a link
+    (or anything else) at `name` is replaced, never written through, and a reader never sees half a file."""
+    tmp = f".{name}.{os.urandom(6).hex()}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=folder_fd)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fchmod(fd, mode)
+        finally:
+            os.close(fd)
+        os.replace(tmp, name, src_dir_fd=folder_fd, dst_dir_fd=folder_fd)
+    except BaseException:
+        try:
+            os.unlink(tmp, dir_fd=folder_fd)
+        except OSError:
+            pass
+        raise

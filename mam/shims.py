@@ -120,15 +120,21 @@ def shimmed_backends(specs: Iterable[BackendSpec]) -> dict[str, str]:
 
 def install_shims(directory: Path, backends: Mapping[str, str]) -> list[Path]:
     """One shim per backend (`backends` maps its executable's name to the backend), in `directory`."""
+    from mam.safefile import open_folder, replace_in
+
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-        (directory / SHIM_MARKER).write_text("mam shim folder: mam never looks for real binaries here\n")
-        written = []
-        for executable, backend in sorted(backends.items()):
-            path = directory / executable
-            path.write_text(shim_source(backend))
-            path.chmod(0o755)
-            written.append(path)
+        # Neither the folder nor a shim is ever written through a symbolic link planted in its place: a linked
+        # folder is refused, a linked shim replaced (a clone could otherwise have mam overwrite, mode 0755, any
+        # file the user can write).
+        folder = open_folder(directory, "shim folder")
+        try:
+            replace_in(folder, SHIM_MARKER, b"mam shim folder: mam never looks for real binaries here\n", 0o644)
+            written = []
+            for executable, backend in sorted(backends.items()):
+                replace_in(folder, executable, shim_source(backend).encode("utf-8"), 0o755)
+                written.append(directory / executable)
+        finally:
+            os.close(folder)
     except OSError as exc:
         raise MamError("operation_failed", f"{directory}: cannot write the shims: {exc.strerror or exc}") from None
     return written

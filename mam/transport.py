@@ -200,8 +200,9 @@ class SshTransport:
                  "-o", f"ControlPersist={CONTROL_PERSIST}",
                  # Errors only: a warning ("Permanently added ...") would be the first line a backend reads.
                  "-o", "LogLevel=ERROR",
-                 # A forwarding of the user's config would be tried (and could fail) on every call.
-                 "-o", "ClearAllForwardings=yes"]
+                 # A forwarding of the user's config would be tried (and could fail) on every call; and the
+                 # user's agent or X display must never be handed to a host a registry row names.
+                 "-o", "ClearAllForwardings=yes", "-o", "ForwardAgent=no", "-o", "ForwardX11=no"]
         if self.port is not None:
             argv += ["-p", str(self.port)]
         return argv

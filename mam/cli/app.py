@@ -20,6 +20,7 @@ environment:
   MAM_WORKSPACE          project directory holding .mam/ (also $WORKSPACE_ROOT, $CLAUDE_PROJECT_DIR)
   MAM_TIMEOUT            seconds each backend call may take (default 10; 0 < s <= 3600)
   MAM_BOOTSTRAP_TIMEOUT  seconds to wait for a started server to answer (default 10)
+  MAM_SCREEN_TIMEOUT     seconds the state rules may take to read one screen (default 1)
   MAM_NO_AUTOSTART=1     never start a server, not even for spawn or exec
   MAM_DISABLE_PLUGINS    comma-separated plugins not to load; MAM_LOAD_PLUGINS: load only these
   MAM_DEBUG=1            show the traceback of an internal error

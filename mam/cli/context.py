@@ -80,12 +80,19 @@ def show_help(ctx: click.Context) -> int:
 
 
 def emit(doc: dict[str, Any], as_json: bool, text: str | None = None, compact: bool = False) -> None:
-    if as_json:
-        sys.stdout.write(json.dumps(doc, separators=(",", ":")) if compact else json.dumps(doc, indent=2))
-        sys.stdout.write("\n")
-    elif text is not None:
-        sys.stdout.write(text + "\n")
-    sys.stdout.flush()
+    """Print the command's document or text. Output that cannot be written (a full disk, a closed or failing
+    stdout) is an operation that failed, exit 1; a reader that went away (`| head`) is not (mam.cli.main)."""
+    try:
+        if as_json:
+            sys.stdout.write(json.dumps(doc, separators=(",", ":")) if compact else json.dumps(doc, indent=2))
+            sys.stdout.write("\n")
+        elif text is not None:
+            sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise MamError("operation_failed", f"cannot write the output: {exc.strerror or exc}") from None
 
 
 def say_unanswered(app: App, doc: dict[str, Any]) -> int:

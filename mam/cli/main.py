@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import NoReturn
+from typing import NoReturn, TextIO
 
 import click
 
@@ -39,13 +39,50 @@ def _wants_json(argv: list[str]) -> bool:
 def _fail(error: MamError, as_json: bool) -> NoReturn:
     from mam.render import visible  # a message may quote a path or a name: never raw escapes, always one line
 
-    sys.stderr.write(f"mam: {visible(error.message)}\n")
-    if error.hint:
-        sys.stderr.write(f"hint: {visible(error.hint)}\n")
+    _say(sys.stderr, f"mam: {visible(error.message)}\n" + (f"hint: {visible(error.hint)}\n" if error.hint else ""))
     if as_json:
-        sys.stdout.write(json.dumps(error.as_json()) + "\n")
-    sys.stdout.flush()
+        _say(sys.stdout, json.dumps(error.as_json()) + "\n")
+    _say(sys.stdout, "")
     sys.exit(error.exit_code)
+
+
+def _say(stream: TextIO, text: str) -> None:
+    """Write and flush `text`; a stream that cannot take it (closed, full, gone) is pointed at /dev/null, so
+    that nothing it still buffers fails again at exit: the exit code is what is left to tell."""
+    try:
+        stream.write(text)
+        stream.flush()
+    except (OSError, ValueError):
+        _mute(stream)
+
+
+def _mute(stream: TextIO) -> None:
+    try:
+        null = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+        os.dup2(null, stream.fileno())
+        os.close(null)
+    except (OSError, ValueError):
+        pass
+
+
+def _std_streams() -> bool:
+    """Give each closed standard stream (`>&-`) /dev/null, so that no file mam opens later takes its number and
+    no write to it raises; False when standard output was closed: the command's output could go nowhere."""
+    ok = True
+    for fd, mode in ((0, os.O_RDONLY), (1, os.O_WRONLY), (2, os.O_WRONLY)):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, mode)  # the lowest free number: `fd` itself, as the lower ones are open
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+            ok = ok and fd != 1
+    if sys.stdout is None:
+        sys.stdout = open(1, "w", closefd=False)  # the process's own stream, for its whole life
+    if sys.stderr is None:
+        sys.stderr = open(2, "w", closefd=False, errors="backslashreplace")
+    return ok
 
 
 class Terminated(KeyboardInterrupt):
@@ -73,12 +110,16 @@ def main(argv: list[str] | None = None) -> NoReturn:
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         if signal.getsignal(signum) is not signal.SIG_IGN:  # nohup, or `&` in a script: left ignored
             signal.signal(signum, _on_signal)
+    stdout_open = _std_streams()
     args = list(sys.argv[1:] if argv is None else argv)
     if os.environ.get(complete.VARIABLE):
         from mam.cli.app import command
 
         complete.respond(command)
     as_json = _wants_json(args)
+    if not stdout_open:
+        _fail(MamError("operation_failed", "standard output is closed: nothing was run",
+                       hint="send the output somewhere, /dev/null included"), False)
     try:
         code = run(args)
     except MamError as exc:

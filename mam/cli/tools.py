@@ -45,8 +45,13 @@ def skills_install(ctx: typer.Context,
     from mam.commands.skills import DEFAULT_DEST, install_skills
     from mam.render import visible
 
-    target = Path(dest) if dest else call.open().workspace.root / DEFAULT_DEST
-    skills = [str(path) for path in install_skills(target, force=force)]
+    root: Path | None = None
+    if dest:
+        target = Path(dest)
+    else:
+        root = call.open().workspace.root
+        target = root / DEFAULT_DEST
+    skills = [str(path) for path in install_skills(target, force=force, within=root)]
     emit({"schema": 1, "dest": str(target.resolve()), "skills": skills}, call.json, "\n".join(map(visible, skills)))
     return 0
 

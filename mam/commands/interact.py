@@ -19,6 +19,9 @@ from mam.runner import remote_route
 from mam.servers import call_context, outcomes_for, require_binary, resolve_explicit_backend
 
 POLL_INTERVAL = 0.5
+# The shortest time limit a poll's calls get, near or past the deadline: time for a call to answer at all on a
+# busy machine. A wait against a hung server so ends at most this long after its deadline.
+MIN_CALL = 2.0
 MAX_TEXT = 64 * 1024  # a prompt, not a file: anything longer is refused before it reaches a backend
 
 
@@ -116,8 +119,13 @@ def wait_document(app: App, name: str, until: Sequence[str], timeout: float | No
     check_timeout(timeout)
     row = _row(app, name, server, host)
     start = time.monotonic()
+    limit = app.timeout
     last: str | None = None
     while True:
+        if timeout is not None:
+            # A wait ends at its deadline: no call of a poll may outlast the time left (a hung server would
+            # otherwise hold each poll for the whole $MAM_TIMEOUT).
+            app.timeout = min(limit, max(MIN_CALL, timeout - (time.monotonic() - start)))
         doc = status_document(app, (), names=[row.name], with_state=True)
         entry = next(s for s in doc["sessions"] if s["backend"] == row.backend and s["server"] == row.server
                      and s["host"] == row.host)

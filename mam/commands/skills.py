@@ -7,7 +7,6 @@ overwritten only with `force`, and without it nothing at all is written.
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 from mam.errors import MamError
@@ -40,40 +39,68 @@ def _differs(shipped: Path, target: Path) -> bool:
         return False
     if target.is_symlink() or not target.is_file():
         return True
+    if target.stat().st_size != shipped.stat().st_size:
+        return True  # never read a planted file of any size whole just to compare it
     return target.read_bytes() != shipped.read_bytes()
 
 
-def _write(shipped: Path, target: Path) -> None:
-    """Replace `target` by a copy of `shipped` (a link in its place is replaced, never written through)."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+def _linked_folder(top: Path, target: Path) -> Path | None:
+    """The first folder below `top` down to `target`'s own that is a symbolic link, or None."""
+    folder = top
+    for part in target.relative_to(top).parts[:-1]:
+        folder = folder / part
+        if folder.is_symlink():
+            return folder
+    return None
+
+
+def _write(shipped: Path, dest_fd: int, dest: Path, target: Path) -> None:
+    """Replace `target` by a copy of `shipped`: no folder on the way down from `dest` is followed through a link
+    (refused), and a link at `target` itself is replaced, never written through."""
+    from mam.safefile import open_folder, replace_in
+
+    parts = target.relative_to(dest).parts
+    fds = [dest_fd]
     try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(shipped.read_bytes())
-        os.chmod(tmp, shipped.stat().st_mode & 0o777)
-        os.replace(tmp, target)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+        folder = dest
+        for part in parts[:-1]:
+            folder = folder / part
+            fds.append(open_folder(folder, "skill folder", parent_fd=fds[-1]))
+        replace_in(fds[-1], parts[-1], shipped.read_bytes(), shipped.stat().st_mode & 0o777)
+    finally:
+        for fd in fds[1:]:
+            os.close(fd)
 
 
-def install_skills(dest: Path, force: bool = False) -> list[Path]:
+def install_skills(dest: Path, force: bool = False, within: Path | None = None) -> list[Path]:
     """Copy each skill folder into `dest`, leaving files mam does not ship alone. Refuses (and writes nothing)
-    when a file there differs from mam's, unless `force`."""
+    when a file there differs from mam's, unless `force`, and always when `dest` or a folder in it is a symbolic
+    link (mam never writes through one); so too a folder between `within` (the workspace, for the default
+    `dest`) and `dest`, such as a linked `.agents`."""
+    from mam.safefile import open_folder
+
     source = skills_source()
+    top = within if within is not None else dest.parent
     try:
         pairs = _shipped(source, dest)
+        linked = next((found for _, target in pairs if (found := _linked_folder(top, target))), None)
+        if linked is not None:
+            raise MamError("operation_failed", f"{linked}: a skill folder is a symbolic link: refusing to follow "
+                           "it; nothing was written", hint="remove the link, or give another --dest")
         changed = [target for shipped, target in pairs if _differs(shipped, target)]
         if changed and not force:
             names = ", ".join(str(t.relative_to(dest)) for t in changed)
             raise MamError("operation_failed", f"{dest}: {len(changed)} file(s) differ from mam's and would be "
                                                f"overwritten: {names}; nothing was written",
                            hint="keep your changes elsewhere, then run 'mam skills install --force'")
-        for shipped, target in pairs:
-            if target in changed or not os.path.lexists(target):
-                _write(shipped, target)
-            elif target.stat().st_mode & 0o777 != shipped.stat().st_mode & 0o777:
-                os.chmod(target, shipped.stat().st_mode & 0o777)  # the same file, but a script must run
+        dest_fd = open_folder(dest, "skills folder")
+        try:
+            for shipped, target in pairs:
+                if target in changed or not os.path.lexists(target) or \
+                        target.stat().st_mode & 0o777 != shipped.stat().st_mode & 0o777:
+                    _write(shipped, dest_fd, dest, target)  # the same file but another mode: a script must run
+        finally:
+            os.close(dest_fd)
     except OSError as exc:
         raise MamError("operation_failed", f"{dest}: cannot install the skills: {exc}") from None
     return sorted({dest / target.relative_to(dest).parts[0] for _, target in pairs})

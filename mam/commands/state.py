@@ -2,12 +2,14 @@
 the kind library's rules, with the facts the multiplexer knows (a dead pane, how long the screen is unchanged,
 whether anyone looked at it since). Never guessed: anything mam cannot read is `unknown`, with the reason.
 
-Computed inside the parallel fan-out of the listing (one capture call per server), and only when asked for.
+Captured inside the parallel fan-out of the listing (one capture call per server), and only when asked for;
+the screens are read by the rules after it, in the calling thread, each within its time limit (`settle`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -79,9 +81,26 @@ def kind_of(library: Library, kinds: tuple[str | None, ...], command: str | None
     return library.kind_for(command.split()) if command and command.strip() else None
 
 
+@dataclass(frozen=True)
+class Screen:
+    """A captured screen still to be read by the rules. The fan-out's threads only capture; the rules run in the
+    main thread, where a time limit can stop a rule that backtracks without end (mam.kinds.classify)."""
+
+    kinds: tuple[str | None, ...]
+    capture: PaneCapture | None
+    stale_after: float
+
+
+def settle(found: Mapping[str, AgentState | Screen], library: Callable[[], Library],
+           budget: float | None = None) -> dict[str, AgentState]:
+    """Each state of `found`, its screens read now, each within `budget` seconds (None: no limit)."""
+    return {name: read_capture(library(), state.kinds, state.capture, state.stale_after, budget)
+            if isinstance(state, Screen) else state for name, state in found.items()}
+
+
 def read_capture(library: Library, kinds: tuple[str | None, ...], capture: PaneCapture | None,
-                 stale_after: float = STALE_AFTER) -> AgentState:
-    """One agent's state from what its backend captured."""
+                 stale_after: float = STALE_AFTER, budget: float | None = None) -> AgentState:
+    """One agent's state from what its backend captured, its rules given at most `budget` seconds."""
     if capture is None:
         return unknown("its pane was not captured")
     if capture.dead:
@@ -91,7 +110,10 @@ def read_capture(library: Library, kinds: tuple[str | None, ...], capture: PaneC
         return unknown("the backend gave no screen text")
     from mam.kinds.classify import classify_screen
 
-    verdict = classify_screen(library, kind_of(library, kinds, capture.command), capture.text)
+    verdict = classify_screen(library, kind_of(library, kinds, capture.command), capture.text, budget)
+    if verdict.overtime is not None:
+        return unknown(f"rule {verdict.overtime} took more than {budget:g} s to read the screen (a pattern that "
+                       "backtracks: see docs/states.md)", "screen", verdict.overtime)
     if verdict.rule is None:
         return unknown("no rule matches the screen", "screen")
     if verdict.state == "working" and capture.idle_seconds is not None and capture.idle_seconds > stale_after:
@@ -103,13 +125,14 @@ def read_capture(library: Library, kinds: tuple[str | None, ...], capture: PaneC
     return AgentState(verdict.state, "screen", _evidence(verdict.rule, verdict.line))
 
 
-def server_states(plugins: Plugins, library: Callable[[], Library], backend_name: str, server: str,
-                  agents: tuple[Agent, ...], kinds: Mapping[str, str | None], ctx: CallContext,
-                  stale_after: float = STALE_AFTER) -> dict[str, AgentState]:
+def server_states(plugins: Plugins, backend_name: str, server: str, agents: tuple[Agent, ...],
+                  kinds: Mapping[str, str | None], ctx: CallContext,
+                  stale_after: float = STALE_AFTER) -> dict[str, AgentState | Screen]:
     """The state of each of `agents` (live, named, of one server): native answers first, then one capture call
-    for the rest. `kinds` is each name's registered kind. Never raises: a failure is `unknown` with why."""
+    for the rest, whose screens are left for `settle` to read. `kinds` is each name's registered kind. A failure
+    is `unknown` with why."""
     backend = plugins.backend(backend_name)
-    out: dict[str, AgentState] = {}
+    out: dict[str, AgentState | Screen] = {}
     rest: list[Agent] = []
     for agent in agents:
         assert agent.name is not None
@@ -128,19 +151,19 @@ def server_states(plugins: Plugins, library: Callable[[], Library], backend_name
         return {**out, **{a.name or "": unknown(f"capture failed: {error.message[:200]}") for a in rest}}
     for agent in rest:
         name = agent.name or ""
-        out[name] = read_capture(library(), (kinds.get(name), agent.agent), captured.get(name), stale_after)
+        out[name] = Screen((kinds.get(name), agent.agent), captured.get(name), stale_after)
     return out
 
 
-def safe_server_states(plugins: Plugins, library: Callable[[], Library], backend_name: str, server: str,
-                       agents: tuple[Agent, ...], kinds: Mapping[str, str | None],
-                       ctx: CallContext, stale_after: float = STALE_AFTER) -> dict[str, AgentState] | Exception:
-    """`server_states`, with a bad `.mam/states.yaml` (MamError) handed back for the caller to raise, and a
-    plugin bug turned into `unknown`: one server's failure must not spoil the others' answers."""
+def safe_server_states(plugins: Plugins, backend_name: str, server: str, agents: tuple[Agent, ...],
+                       kinds: Mapping[str, str | None], ctx: CallContext,
+                       stale_after: float = STALE_AFTER) -> dict[str, AgentState | Screen] | Exception:
+    """`server_states`, with a MamError handed back for the caller to raise, and a plugin bug turned into
+    `unknown`: one server's failure must not spoil the others' answers."""
     from mam.errors import MamError
 
     try:
-        return server_states(plugins, library, backend_name, server, agents, kinds, ctx, stale_after)
+        return server_states(plugins, backend_name, server, agents, kinds, ctx, stale_after)
     except MamError as exc:
         return exc
     except Exception as exc:  # a plugin bug

@@ -105,12 +105,15 @@ def status_document(app: App, servers: Sequence[str] = (), *, with_state: bool =
     # `--server team` for tmux rows must not also ask herdr's "team").
     keys = {r.server_key for r in rows} | {(app.backend_name, s, there) for s in servers
                                            if explicit is not None or not any(r.server == s for r in rows)}
-    states: dict[ServerKey, Mapping[str, AgentState]] = {}
+    states: dict[ServerKey, Any] = {}
     reading = with_state or bool(only_states)
-    outcomes = outcomes_for(app, keys, _state_reader(app, rows, states) if reading and rows else None)
+    reader = _state_reader(app, rows, states) if reading and rows else None
+    outcomes = outcomes_for(app, keys, reader)
     for found in states.values():
         if isinstance(found, MamError):
-            raise found  # a bad .mam/states.yaml: bad input, exit 2
+            raise found
+    if reader is not None:
+        states = reader.settle(states)  # the screens, read here: a bad .mam/states.yaml is bad input, exit 2
     sessions = []
     for row in rows:
         key = row.server_key
@@ -134,13 +137,30 @@ def status_document(app: App, servers: Sequence[str] = (), *, with_state: bool =
     }
 
 
-def _state_reader(app: App, rows: Sequence[Row], into: dict[ServerKey, Any]) -> Any:
-    """The fan-out's `after` step: the states of the live agents that have rows, one capture call per server."""
+class _StateReader:
+    """The fan-out's `after` step (the states of the live agents that have rows, one capture call per server),
+    then `settle`: the captured screens read by the rules, in the calling thread, each within its time limit."""
+
+    def __init__(self, after: Any, library: Any, budget: float) -> None:
+        self.after, self.library, self.budget = after, library, budget
+
+    def __call__(self, key: ServerKey, outcome: ServerOutcome) -> None:
+        self.after(key, outcome)
+
+    def settle(self, found: Mapping[ServerKey, Any]) -> dict[ServerKey, Mapping[str, AgentState]]:
+        from mam.commands import state as agent_state
+
+        return {key: agent_state.settle(states, self.library, self.budget) for key, states in found.items()}
+
+
+def _state_reader(app: App, rows: Sequence[Row], into: dict[ServerKey, Any]) -> _StateReader:
     from mam.commands import state as agent_state
+    from mam.kinds.classify import SCREEN_TIMEOUT, SCREEN_TIMEOUT_VAR
     from mam.runner import timeout_from_env
 
     library = agent_state.LazyLibrary(app.workspace.dot_mam / "states.yaml")
     stale_after = timeout_from_env(app.env, "MAM_STALE_SECONDS", agent_state.STALE_AFTER)
+    budget = timeout_from_env(app.env, SCREEN_TIMEOUT_VAR, SCREEN_TIMEOUT)
     ctx = call_context(app)
     kinds: dict[ServerKey, dict[str, str | None]] = {}
     for row in rows:
@@ -152,10 +172,9 @@ def _state_reader(app: App, rows: Sequence[Row], into: dict[ServerKey, Any]) -> 
         wanted = kinds.get(key, {})
         alive = tuple(a for a in outcome.agents if a.name is not None and a.name in wanted)
         if outcome.state is ServerState.UP and alive:
-            into[key] = agent_state.safe_server_states(app.plugins, library, key[0], key[1], alive, wanted, ctx,
-                                                       stale_after)
+            into[key] = agent_state.safe_server_states(app.plugins, key[0], key[1], alive, wanted, ctx, stale_after)
 
-    return after
+    return _StateReader(after, library, budget)
 
 
 def _captures(app: App, backend: str) -> bool:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from mam.kinds.library import RULE_STATES, Library, Rule
@@ -16,6 +18,8 @@ MAX_TEXT = 256 * 1024  # a screen is a few kilobytes; only the end of anything l
 MAX_LINE = 1000  # a line is cut before matching, so no rule scans an unbounded line
 MAX_QUOTE = 200
 GENERIC = "generic"
+SCREEN_TIMEOUT_VAR = "MAM_SCREEN_TIMEOUT"  # seconds the rules may take to read one screen (docs/states.md)
+SCREEN_TIMEOUT = 1.0
 
 # OSC, DCS, SOS, PM and APC strings up to their terminator (BEL or ESC \), or to the end when unterminated;
 # then CSI sequences; then the other two- and three-byte escapes (charset selection, keypad modes).
@@ -28,6 +32,10 @@ _ESCAPES = re.compile(
 # Controls and format characters (bidi overrides, zero-width joiners), line and paragraph separators, lone
 # surrogates: a terminal draws none of them as a character of its own.
 _INVISIBLE = ("Cc", "Cf", "Zl", "Zp", "Cs")
+# What a quoted line loses besides: private-use and unassigned code points, and the Hangul fillers (letters that
+# show as blanks), so no hidden text rides along in the evidence (docs/trust.md).
+_UNQUOTED = frozenset((*_INVISIBLE, "Co", "Cn"))
+_FILLERS = frozenset("\u115f\u1160\u3164\uffa0")
 
 
 # Erase in line (CSI K, 0K, 2K) is kept, as one of these two characters, for `_overwrite` to apply: a TUI
@@ -47,6 +55,7 @@ class Verdict:
     state: str  # working, blocked, idle or unknown
     rule: str | None  # the id of the rule that matched
     line: str | None  # the screen line it matched, cut and cleaned
+    overtime: str | None = None  # the rule that was still running when the time limit ended the reading
 
     def as_json(self) -> dict[str, str | None]:
         return {"rule": self.rule, "line": self.line}
@@ -93,23 +102,66 @@ def _overwrite(raw: str) -> str:
     return "".join(cells).rstrip()
 
 
-def classify_screen(library: Library, kind: str | None, text: str) -> Verdict:
+def classify_screen(library: Library, kind: str | None, text: str, budget: float | None = None) -> Verdict:
     """The state `text` (a pane's visible screen) shows for an agent of `kind`: the first rule that matches, in
     rank order blocked, working, idle, each rule reading only the last `lines` non-empty lines. A kind the
-    library does not know is read with the `generic` rules. No match is `unknown`: mam never guesses."""
+    library does not know is read with the `generic` rules. No match is `unknown`: mam never guesses.
+
+    With `budget`, the reading ends after that many seconds (called from the main thread: the limit is a timer
+    signal, which Python delivers there only; elsewhere it runs unlimited): the verdict is then `unknown`, with
+    the rule that was running as `overtime`. Python's `re` has no time limit of its own, and a pattern can
+    backtrack for hours on a line of 40 characters; the library refuses the patterns known to (library.py), and
+    this limit stops those it cannot know."""
     entry = library.kinds.get(kind) if kind else None
     if entry is None:
         entry = library.kinds.get(GENERIC)
     if entry is None or not entry.rules:
         return UNKNOWN
+    running: list[str] = []
+    try:
+        with _time_limit(budget):
+            return _classify(entry.rules, text, running)
+    except _Overtime:
+        return Verdict("unknown", None, None, running[-1] if running else "(none)")
+
+
+def _classify(rules: tuple[Rule, ...], text: str, running: list[str]) -> Verdict:
     filled = [line[:MAX_LINE] for line in screen_lines(text) if line.strip()]
     for state in RULE_STATES:
-        for rule in entry.rules:
+        for rule in rules:
             if rule.state == state:
+                running.append(rule.id)
                 line = _match(rule, filled)
                 if line is not None:
                     return Verdict(state, rule.id, quote(line))
     return UNKNOWN
+
+
+class _Overtime(Exception):
+    pass
+
+
+def _overtime(signum: int, frame: object) -> None:
+    raise _Overtime
+
+
+@contextmanager
+def _time_limit(budget: float | None) -> Iterator[None]:
+    """Raise _Overtime in the block once `budget` seconds have passed: a real-time timer whose signal handler
+    raises. The regex engine checks for signals as it runs, so even a backtracking search is stopped."""
+    import signal
+    import threading
+
+    if budget is None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGALRM, _overtime)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, budget)
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def _match(rule: Rule, filled: list[str]) -> str | None:
@@ -121,7 +173,8 @@ def _match(rule: Rule, filled: list[str]) -> str | None:
 
 
 def quote(line: str) -> str:
-    """`line` safe to print: control and format characters (bidi overrides, zero-width) removed, spaces at the
-    ends trimmed, at most MAX_QUOTE characters."""
-    kept = "".join(ch for ch in line if unicodedata.category(ch) not in _INVISIBLE)
+    """`line` safe to print: control and format characters (bidi overrides, zero-width, tag characters),
+    private-use and unassigned code points and the Hangul fillers removed, spaces at the ends trimmed, at most
+    MAX_QUOTE characters."""
+    kept = "".join(ch for ch in line if unicodedata.category(ch) not in _UNQUOTED and ch not in _FILLERS)
     return kept.strip()[:MAX_QUOTE]

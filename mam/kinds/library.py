@@ -435,7 +435,101 @@ def _rule(kind: str, rule: object, where: tuple[str | int, ...], seen: dict[str,
     if regex.search(""):
         # It would match every screen, blank lines included: never what a rule means.
         raise _Invalid(f"rule {rule_id}: pattern matches an empty line", *where, "pattern")
+    why = backtracking(pattern)
+    if why is not None:
+        raise _Invalid(f"rule {rule_id}: pattern can backtrack without bound: {why} (see docs/states.md, "
+                       "\"Patterns\")", *where, "pattern")
     return Rule(rule_id, state, pattern, lines, regex)
+
+
+# -- patterns that backtrack without bound --------------------------------------------------------------------
+# Python's `re` backtracks: `^(a+)+$` takes twice as long for each `a` more on a line that does not match. The
+# cause is a repetition whose body can match one text in many ways, tried again by each way of the repetition
+# around it. Refused: a repetition that may run 3 or more times holding one that may run more than once, and
+# such a repetition over alternatives that can begin with one character ((a|ab)+). A possessive repetition
+# (x++) never gives back what it took, so it is never the cause. What this misses (a polynomial `.*a.*a.*b`
+# on a long line) is stopped by the time limit on reading a screen (mam.kinds.classify).
+
+_MANY = 3  # a repetition that may run this often or more multiplies the ways its body matches
+
+
+def backtracking(pattern: str) -> str | None:
+    """Why `pattern` can backtrack without bound, or None (also when it cannot be parsed here: it compiled, and
+    the time limit still holds)."""
+    try:
+        from re import _parser  # type: ignore[attr-defined]
+
+        tree = _parser.parse(pattern, re.IGNORECASE)
+    except Exception:
+        return None
+    return _nested(list(tree), False)
+
+
+def _nested(items: list[tuple[Any, Any]], repeated: bool) -> str | None:
+    from re import _constants as op  # type: ignore[attr-defined]
+
+    for code, value in items:
+        if code in (op.MAX_REPEAT, op.MIN_REPEAT):
+            low, high, body = value
+            if repeated and high > 1 and high != low:
+                return "a repetition inside a repetition, like (x+)+"
+            found = _nested(list(body), repeated or high >= _MANY)
+        elif code is op.POSSESSIVE_REPEAT:
+            found = _nested(list(value[2]), False)
+        elif code is op.BRANCH:
+            if repeated and _may_overlap(value[1]):
+                return "repeated alternatives that begin alike, like (a|ab)+"
+            found = next((why for branch in value[1] if (why := _nested(list(branch), repeated))), None)
+        elif code is op.SUBPATTERN:
+            found = _nested(list(value[3]), repeated)
+        elif code is op.ATOMIC_GROUP:
+            found = _nested(list(value), repeated)
+        elif code in (op.ASSERT, op.ASSERT_NOT):
+            found = _nested(list(value[1]), repeated)
+        elif code is op.GROUPREF_EXISTS:
+            found = _nested(list(value[1]), repeated) or (_nested(list(value[2]), repeated) if value[2] else None)
+        else:
+            found = None
+        if found:
+            return found
+    return None
+
+
+def _may_overlap(branches: list[Any]) -> bool:
+    """True unless each branch begins with a known character no other branch begins with."""
+    seen: set[str] = set()
+    for branch in branches:
+        first = _first_chars(list(branch))
+        if first is None or first & seen:
+            return True
+        seen |= first
+    return False
+
+
+def _first_chars(items: list[tuple[Any, Any]]) -> set[str] | None:
+    """The characters (lower case) a match of `items` can begin with, when they are few and known; else None."""
+    from re import _constants as op  # type: ignore[attr-defined]
+
+    if not items:
+        return None  # an empty branch matches anywhere
+    code, value = items[0]
+    if code is op.LITERAL:
+        return {chr(value).lower()}
+    if code is op.IN:
+        out: set[str] = set()
+        for kind, item in value:
+            if kind is op.LITERAL:
+                out.add(chr(item).lower())
+            elif kind is op.RANGE and item[1] - item[0] < 256:
+                out |= {chr(c).lower() for c in range(item[0], item[1] + 1)}
+            else:
+                return None
+        return out
+    if code is op.SUBPATTERN:
+        return _first_chars(list(value[3]))
+    if code in (op.MAX_REPEAT, op.MIN_REPEAT, op.POSSESSIVE_REPEAT) and value[0] >= 1:
+        return _first_chars(list(value[2]))
+    return None
 
 
 def _unknown_keys(mapping: dict[Any, Any], allowed: tuple[str, ...], *where: str | int) -> None:
