@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import time
 from collections.abc import Iterator
@@ -47,9 +46,11 @@ def zellij(ws: Workspace, tmp_path: Path) -> Iterator[Zellij]:
                        timeout=30)
 
 
-def pane(pid: int, title: str, command: str = "claude", **extra: Any) -> dict[str, Any]:
-    return {"id": pid, "is_plugin": False, "title": title, "exited": False, "pane_command": command,
-            "pane_cwd": "/repo", "tab_name": "Tab #1", **extra}
+def pane(pid: int, title: str, command: str | None = "claude", exited: bool = False, plugin: bool = False,
+         **extra: Any) -> dict[str, Any]:
+    """A pane in the fake's state: `command` is what it was started with (None: a shell pane)."""
+    return {"id": pid, "plugin": plugin, "name": None, "title": title, "command": command.split() if command else None,
+            "cwd": "/repo", "held": {"status": 0, "first_run": False} if exited else None, **extra}
 
 
 def test_listing_text_is_classified_as_the_reference_says() -> None:
@@ -63,9 +64,9 @@ def test_listing_text_is_classified_as_the_reference_says() -> None:
 
 
 def test_status_over_live_exited_and_missing_sessions(ws: Workspace, zellij: Zellij) -> None:
-    zellij.state({"work": {"panes": [pane(1, "coder"), pane(2, "/bin/bash", "bash"), pane(3, "gone", exited=True),
-                                     pane(4, "status-bar", is_plugin=True), pane(5, "bash", "bash"),
-                                     pane(6, "Pane #1", "htop")]},
+    zellij.state({"work": {"panes": [pane(1, "coder"), pane(2, "/bin/bash", None), pane(3, "gone", exited=True),
+                                     pane(4, "status-bar", plugin=True), pane(5, "bash", "bash"),
+                                     pane(6, "Pane #1", "htop"), pane(0, "myrepo", None)]},
                   "old": {"exited": True}, "two words": {}})
     ws.write_registry("sessions:\n  - {name: coder, backend: zellij, server: work, status: running}\n"
                       "  - {name: x, backend: zellij, server: old, status: running}\n"
@@ -75,7 +76,8 @@ def test_status_over_live_exited_and_missing_sessions(ws: Workspace, zellij: Zel
     states = {s["server"]: (s["state"], s["agents"]) for s in doc["servers"]}
     assert states == {"work": ("up", 1), "old": ("down", 0), "never": ("down", 0)}
     rows = {s["name"]: s for s in doc["sessions"]}
-    assert rows["coder"]["live"] == "alive" and rows["coder"]["agent"] == "claude"
+    # zellij does not know the kind: `pane_command` is whatever process runs in the pane now.
+    assert rows["coder"]["live"] == "alive" and rows["coder"]["agent"] is None
     rec = ws.mam_json("reconcile", env=env)
     assert [(d["class"], d["name"]) for d in rec["drifts"]] == [("A", "y"), ("A", "x")]  # shells are no agents
     for call in zellij.calls():
@@ -130,8 +132,8 @@ def test_spawn_and_stop_a_pane(ws: Workspace, zellij: Zellij) -> None:
     runs = [c["argv"] for c in zellij.calls() if c["argv"][2:3] == ["run"]]
     assert runs == [["--session", "work", "run", "--name", "helper", "--cwd", str(ws.root), "--", "sleep", "600"]]
     assert ws.mam_json("stop", "helper")["status"] == "stopped"
-    assert [p["title"] for p in zellij.sessions()["work"]["panes"] if not p["is_plugin"]] == [
-        os.environ.get("SHELL", "/bin/sh")]
+    assert [(p["id"], p["title"]) for p in zellij.sessions()["work"]["panes"] if not p["plugin"]] == [
+        (0, "Pane #1")]
     assert ws.mam_json("status")["sessions"][0]["live"] == "absent"
 
 
