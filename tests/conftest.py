@@ -275,6 +275,10 @@ class ZellijKit:
         made = self.run("attach", "--create-background", *flags, session)
         assert made.returncode == 0, made.stderr
         self.wait(lambda: session in self.live(), f"session {session} did not come up")
+        # zellij lists a session before its layout has made the first pane; and a busy new server can miss the
+        # connection check of zellij's own client, which then says for a moment that no session runs
+        self.wait(lambda: self.run("--session", session, "action", "list-panes", "--json").stdout.count(
+            '"is_plugin": false'), f"session {session} has no pane")
 
     def live(self) -> list[str]:
         out = self.run("list-sessions", "-n").stdout
@@ -348,7 +352,9 @@ def zj(request: pytest.FixtureRequest, ws: Workspace) -> Iterator[ZellijKit]:
             shutil.rmtree(base, ignore_errors=True)
             pytest.skip(f"zellij {ZELLIJ_VERSION} is not installed (.ci/run installs it: cargo install --locked "
                         f"zellij --version {ZELLIJ_VERSION})")
-        config = Path(ws.env["XDG_CONFIG_HOME"]) / "zellij"
+        # zellij looks in ~/.config/zellij first (and makes that folder): a config anywhere else would be
+        # passed over, and zellij would write its own there and open its setup wizard.
+        config = Path(ws.env["HOME"]) / ".config" / "zellij"
         (config / "layouts").mkdir(parents=True, exist_ok=True)
         (config / "config.kdl").write_text(ZELLIJ_CONFIG)
         (config / "layouts" / "single.kdl").write_text(ZELLIJ_LAYOUT)

@@ -69,18 +69,14 @@ def test_actions_on_a_pane_that_does_not_exist_are_silent(zj: ZellijKit) -> None
     assert (dump.returncode, dump.stdout, dump.stderr) == (0, "\n", "")
 
 
-def test_a_program_title_replaces_the_run_name_and_rename_pane_stays(zj: ZellijKit) -> None:
+def test_run_names_the_pane_and_no_title_the_program_sets_replaces_it(zj: ZellijKit) -> None:
     zj.start("raw")
-    made = zj.run("--session", "raw", "run", "--name", "coder", "--", "sh", "-c",
-                  r"printf '\033]0;Claude Code\007'; exec sleep 600")
-    pane = made.stdout.strip()
-
-    def title() -> str:
-        return str(next(p["title"] for p in zj.terminals("raw") if f"terminal_{p['id']}" == pane))
-
-    zj.wait(lambda: title() == "Claude Code", "the program's title replaces --name")
-    assert zj.run("--session", "raw", "action", "rename-pane", "--pane-id", pane, "coder").returncode == 0
-    zj.wait(lambda: title() == "coder", "rename-pane names the pane")
+    named = zj.run("--session", "raw", "run", "--name", "coder", "--", "sh", "-c",
+                   r"printf '\033]0;Claude Code\007'; exec sleep 600").stdout.strip()
+    unnamed = zj.run("--session", "raw", "run", "--", "sleep", "601").stdout.strip()
+    time.sleep(1)  # the title is drawn
+    titles = {f"terminal_{p['id']}": p["title"] for p in zj.terminals("raw")}
+    assert (titles[named], titles[unnamed]) == ("coder", "sleep 601")
 
 
 def test_session_not_found_by_the_number_of_sessions_alive(zj: ZellijKit) -> None:
@@ -99,8 +95,7 @@ def test_session_not_found_by_the_number_of_sessions_alive(zj: ZellijKit) -> Non
 
 def test_a_resurrected_session_brings_command_panes_back_suspended(zj: ZellijKit) -> None:
     zj.start("res")
-    pane = zj.run("--session", "res", "run", "--name", "coder", "--", "sleep", "600").stdout.strip()
-    zj.run("--session", "res", "action", "rename-pane", "--pane-id", pane, "coder", check=True)
+    zj.run("--session", "res", "run", "--name", "coder", "--", "sh", "-c", "exec sleep 600", check=True)
     zj.serialized("res", "coder")
     zj.run("kill-session", "res", check=True)
     zj.wait(lambda: "res" not in zj.live(), "killed")
@@ -110,6 +105,7 @@ def test_a_resurrected_session_brings_command_panes_back_suspended(zj: ZellijKit
     back = next(p for p in zj.terminals("res") if p["title"] == "coder")
     assert (back["is_held"], back["exited"], back["exit_status"]) == (True, False, None)
     assert "pane_command" not in back  # nothing runs in it
+    assert back["terminal_command"] == "sleep 600"  # the command line its process had, not the one run gave
     zj.run("kill-session", "res", check=True)
     zj.wait(lambda: "res" not in zj.live(), "killed")
     zj.start("res", "--force-run-commands")

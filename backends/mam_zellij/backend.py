@@ -88,7 +88,8 @@ def running(pane: dict[str, Any]) -> bool:
 
 
 def _is_agent_pane(pane: dict[str, Any]) -> bool:
-    """An agent is a command pane someone named (`zellij run --name NAME`, made sticky by `rename-pane`). A
+    """An agent is a command pane someone named (`zellij run --name NAME`: no title its program sets replaces
+    that name, and a resurrected session keeps it). A
     shell pane (no `terminal_command`: the session's first pane `terminal_0`, titled `Pane #1` or whatever its
     shell sets) is never one, nor a pane zellij titles after its command."""
     title, command = pane.get("title"), pane.get("terminal_command")
@@ -206,8 +207,13 @@ class ZellijBackend:
             return BootstrapResult(True, False, "zellij attach --create-background failed",
                                    failure=Failure(self.name, server, result))
         def up() -> bool | None:
+            """Listed, and its layout has made its first pane: a `run` before that takes `terminal_0` and may
+            print no pane id."""
             sessions = self._sessions(server, ctx.timeout, ctx.env)
-            return True if not isinstance(sessions, Failure) and sessions[0].get(server) else None
+            if isinstance(sessions, Failure) or not sessions[0].get(server):
+                return None
+            panes = self._list_panes(server, ctx, pane_list)
+            return True if not isinstance(panes, Failure) and any(not p.get("is_plugin") for p in panes) else None
 
         if poll_until(up, wait=ctx.wait, interval=POLL_INTERVAL):
             if server in sessions[0]:  # listed EXITED: zellij resurrected it, its command panes suspended
@@ -234,11 +240,7 @@ class ZellijBackend:
         if made is None or result.stderr.strip():
             return SpawnResult(False, "zellij run did not print the new pane's id",
                                failure=Failure(self.name, server, result, parse_error="no terminal_N on stdout"))
-        pane_id = made[1]
-        # `--name` is only the pane's first title: a program that sets its terminal title (Claude Code does)
-        # replaces it. A pane name set by rename-pane stays, and a resurrected session keeps it.
-        self._run(["--session", server, "action", "rename-pane", "--pane-id", f"terminal_{pane_id}", request.name],
-                  timeout=ctx.timeout, env=ctx.env)
+        pane_id = made[1]  # `--name` names the pane: no title its program sets replaces it
         ended = self._watch(server, pane_id, ctx)
         if ended is not None:
             self._close(server, pane_id, ctx)  # the held pane would show as a second pane of that name
