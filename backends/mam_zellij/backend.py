@@ -212,7 +212,7 @@ class ZellijBackend:
             sessions = self._sessions(server, ctx.timeout, ctx.env)
             if isinstance(sessions, Failure) or not sessions[0].get(server):
                 return None
-            panes = self._list_panes(server, ctx, pane_list)
+            panes = self._list_panes(server, CallContext(timeout=ctx.timeout, env=ctx.env), pane_list)
             return True if not isinstance(panes, Failure) and any(not p.get("is_plugin") for p in panes) else None
 
         if poll_until(up, wait=ctx.wait, interval=POLL_INTERVAL):
