@@ -358,12 +358,13 @@ def zj(request: pytest.FixtureRequest, ws: Workspace) -> Iterator[ZellijKit]:
         (config / "layouts").mkdir(parents=True, exist_ok=True)
         (config / "config.kdl").write_text(ZELLIJ_CONFIG)
         (config / "layouts" / "single.kdl").write_text(ZELLIJ_LAYOUT)
-        for sub in ("cache", "data", "run"):
+        for sub in ("cache", "data", "run", "tmp"):
             (base / sub).mkdir(mode=0o700)
         path = [str(Path(binary).parent), *[p for p in ws.env["PATH"].split(os.pathsep) if Path(p) != FAKES],
                 str(FAKES)]
         ws.env.update({"PATH": os.pathsep.join(path), "XDG_CACHE_HOME": str(base / "cache"),
                        "XDG_DATA_HOME": str(base / "data"), "XDG_RUNTIME_DIR": str(base / "run"),
+                       "TMPDIR": str(base / "tmp"),  # zellij's log folder: $TMPDIR/zellij-UID/zellij-log
                        "TERM": "xterm-256color"})
     kit = ZellijKit(request.param, ws.env, ws.root)
     try:
