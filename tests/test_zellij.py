@@ -158,3 +158,13 @@ def test_a_session_name_that_forges_listing_lines_makes_the_answer_unknown(ws: W
 def test_a_listing_that_names_a_session_twice_is_refused() -> None:
     with pytest.raises(ValueError):
         parse_sessions("vic [Created 1s ago] \nvic [Created 1s ago] (EXITED - attach to resurrect)\n", "")
+
+
+def test_a_live_session_zellij_says_for_a_moment_it_cannot_find_is_unknown(ws: Workspace, zellij: Zellij) -> None:
+    # The real zellij's client counts a session only when its server answers a connection check at once: a busy
+    # new server can be missed, and `--session S action ...` then says no session runs while `ls` lists S.
+    zellij.state({"work": {"panes": [pane(1, "coder")]}},
+                 faults={"list-panes": {"stderr": "There is no active session!\n", "exit": 1}})
+    ws.write_registry("sessions:\n  - {name: coder, backend: zellij, server: work, status: running}\n")
+    doc = ws.mam_json("status")  # status says so on stderr and exits 0
+    assert doc["servers"][0]["state"] == "unknown" and doc["sessions"][0]["live"] == "unknown"
