@@ -168,3 +168,19 @@ def test_a_live_session_zellij_says_for_a_moment_it_cannot_find_is_unknown(ws: W
     ws.write_registry("sessions:\n  - {name: coder, backend: zellij, server: work, status: running}\n")
     doc = ws.mam_json("status")  # status says so on stderr and exits 0
     assert doc["servers"][0]["state"] == "unknown" and doc["sessions"][0]["live"] == "unknown"
+
+
+@pytest.mark.parametrize("version", ["0.44.1", "0.45.1"])
+def test_both_zellij_releases_mam_supports(ws: Workspace, zellij: Zellij, version: str) -> None:
+    ws.env["FAKE_ZELLIJ_VERSION"] = version
+    backends = {b["name"]: b for b in ws.mam_json("backends")["backends"]}
+    assert backends["zellij"]["version"] == f"zellij {version}"
+    proc = ws.mam("spawn", "helper", "--json", "--server", "work", "--cwd", str(ws.root), "--command", "sleep 600")
+    assert proc.returncode == 0, proc.stderr
+    assert ws.mam_json("send", "helper", "hi", "--enter")["enter"] is True
+    assert ws.mam_json("stop", "helper")["status"] == "stopped"
+    # What differs: an action for the focused pane of a session no client is attached to.
+    renamed = subprocess.run(["zellij", "--session", "work", "action", "rename-pane", "x"], env=ws.env,
+                             capture_output=True, text=True, timeout=20)
+    assert renamed.returncode == (2 if version == "0.45.1" else 0)
+    assert ("no client is attached" in renamed.stderr) == (version == "0.45.1")
