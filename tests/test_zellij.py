@@ -184,3 +184,14 @@ def test_both_zellij_releases_mam_supports(ws: Workspace, zellij: Zellij, versio
                              capture_output=True, text=True, timeout=20)
     assert renamed.returncode == (2 if version == "0.45.1" else 0)
     assert ("no client is attached" in renamed.stderr) == (version == "0.45.1")
+
+
+def test_a_run_that_prints_no_pane_id_finds_its_pane_by_its_name(ws: Workspace, zellij: Zellij) -> None:
+    # A busy zellij server finishes `run` after zellij's 1 s wait for the action: it prints nothing, exits 0, and
+    # the pane comes all the same (seen on the real one under load).
+    zellij.state({}, faults={"run-timeout": {}})
+    proc = ws.mam("spawn", "helper", "--json", "--server", "work", "--cwd", str(ws.root), "--command", "sleep 600")
+    assert proc.returncode == 0, proc.stderr
+    listed = [p for p in zellij.sessions()["work"]["panes"] if p["title"] == "helper"]
+    assert json.loads(proc.stdout)["session"]["pane_id"] == str(listed[0]["id"])
+    assert yaml.safe_load(ws.registry.read_text())["sessions"][0]["status"] == "running"

@@ -44,6 +44,8 @@ POLL_INTERVAL = 0.05
 # A new agent is watched this long: a program that ends within it "exited at once", and its spawn fails with
 # the reason instead of leaving a row that says running.
 EXIT_WINDOW = 0.3
+# How long a `run` that printed no pane id (zellij's own 1 s wait for the action passed) is given to show its pane.
+NEW_PANE_WAIT = 5.0
 
 
 def client_env(env: Mapping[str, str]) -> dict[str, str]:
@@ -237,10 +239,16 @@ class ZellijBackend:
         made = _RUN_ID.fullmatch(result.stdout)
         if result.returncode != 0 or any(marker in text for marker in _NOT_FOUND) or NO_SESSIONS in text:
             return SpawnResult(False, "zellij run failed", failure=Failure(self.name, server, result))
-        if made is None or result.stderr.strip():
+        pane_id = made[1] if made is not None and not result.stderr.strip() else None
+        if pane_id is None and not text.strip():
+            # zellij waits 1 s for the action; a busy server finishes it later, and `run` prints nothing: the new
+            # pane is the one of that name that was not there before (`--name` names it for good).
+            before = ({str(p.get("id")) for p in panes if not p.get("is_plugin")}
+                      if not isinstance(panes, Failure) else None)
+            pane_id = self._new_pane(server, request.name, before, ctx)
+        if pane_id is None:
             return SpawnResult(False, "zellij run did not print the new pane's id",
                                failure=Failure(self.name, server, result, parse_error="no terminal_N on stdout"))
-        pane_id = made[1]  # `--name` names the pane: no title its program sets replaces it
         ended = self._watch(server, pane_id, ctx)
         if ended is not None:
             self._close(server, pane_id, ctx)  # the held pane would show as a second pane of that name
@@ -252,6 +260,22 @@ class ZellijBackend:
             message += f"; closed its held pane{'s' if len(closed) > 1 else ''} " + ", ".join(
                 f"terminal_{p['id']}" for p in closed)
         return SpawnResult(True, message, pane_id=pane_id)
+
+    def _new_pane(self, server: str, name: str, before: set[str] | None, ctx: CallContext) -> str | None:
+        """The id of the terminal pane titled `name` that is not among `before`, once zellij lists it."""
+        if before is None:
+            return None
+
+        def made() -> str | None:
+            panes = self._list_panes(server, ctx, pane_list)
+            if isinstance(panes, Failure):
+                return None
+            new = [p for p in panes if not p.get("is_plugin") and p.get("title") == name
+                   and isinstance(p.get("id"), int) and str(p["id"]) not in before]
+            return str(new[0]["id"]) if len(new) == 1 else None
+
+        found = poll_until(made, wait=min(ctx.timeout, NEW_PANE_WAIT), interval=POLL_INTERVAL)
+        return found if isinstance(found, str) else None
 
     def _watch(self, server: str, pane_id: str, ctx: CallContext) -> dict[str, Any] | None:
         """Pane `pane_id` (the one just made) when its program ended within EXIT_WINDOW; None while it runs,
