@@ -222,6 +222,158 @@ def tmux(ws: Workspace) -> Iterator[Tmux]:
         t.cleanup()
 
 
+# The zellij release the tests run on beside the fake (`.ci/run` installs it with cargo): the real variant of
+# the `zj` fixture is skipped only when that version is not on PATH (nor in ~/.cargo/bin).
+ZELLIJ_VERSION = "0.45.1"
+# The real zellij, headless and private: no plugin (one shell pane: the fake's bar plugins stand for them), no
+# tips, release notes or web server, and the layout written down every second (60 s by default), so that a
+# killed session can be resurrected in a test.
+ZELLIJ_CONFIG = """show_startup_tips false
+show_release_notes false
+session_serialization true
+serialization_interval 1
+pane_frames false
+web_server false
+default_layout "single"
+"""
+ZELLIJ_LAYOUT = "layout {\n    pane\n}\n"
+
+
+def real_zellij() -> str | None:
+    """The path of the pinned zellij release, or None."""
+    search = os.pathsep.join([os.path.expanduser("~/.cargo/bin"),
+                              *[p for p in os.environ.get("PATH", "").split(os.pathsep) if Path(p) != FAKES]])
+    found = shutil.which("zellij", path=search)
+    if found is None:
+        return None
+    try:
+        out = subprocess.run([found, "--version"], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return found if out.split() == ["zellij", ZELLIJ_VERSION] else None
+
+
+@dataclass
+class ZellijKit:
+    """One private zellij for one test: the fake, or the real one on its own socket folder, HOME, XDG folders and
+    config. `env` is the workspace's environment (mam runs in it); every session is killed at the end."""
+
+    kind: str  # fake | real
+    env: dict[str, str]
+    root: Path
+
+    @property
+    def socket_dir(self) -> Path:
+        return Path(self.env["ZELLIJ_SOCKET_DIR"])
+
+    def run(self, *args: str, check: bool = False) -> subprocess.CompletedProcess[str]:
+        env = {k: v for k, v in self.env.items() if k not in ("ZELLIJ", "ZELLIJ_SESSION_NAME", "ZELLIJ_PANE_ID")}
+        return subprocess.run(["zellij", *args], env=env, capture_output=True, text=True, timeout=30, check=check,
+                              stdin=subprocess.DEVNULL, cwd=self.root)
+
+    def start(self, session: str, *flags: str) -> None:
+        made = self.run("attach", "--create-background", *flags, session)
+        assert made.returncode == 0, made.stderr
+        self.wait(lambda: session in self.live(), f"session {session} did not come up")
+        # zellij lists a session before its layout has made the first pane; and a busy new server can miss the
+        # connection check of zellij's own client, which then says for a moment that no session runs
+        self.wait(lambda: self.run("--session", session, "action", "list-panes", "--json").stdout.count(
+            '"is_plugin": false'), f"session {session} has no pane")
+
+    def live(self) -> list[str]:
+        out = self.run("list-sessions", "-n").stdout
+        return [line.split(" [Created ")[0] for line in out.splitlines()
+                if " [Created " in line and "(EXITED" not in line]
+
+    def panes(self, session: str) -> list[dict[str, Any]]:
+        out = self.run("--session", session, "action", "list-panes", "--json")
+        assert out.returncode == 0, out.stderr
+        panes: list[dict[str, Any]] = json.loads(out.stdout)
+        return panes
+
+    def terminals(self, session: str) -> list[dict[str, Any]]:
+        return [p for p in self.panes(session) if not p["is_plugin"]]
+
+    def wait(self, check: Any, what: str, limit: float = 30) -> None:
+        deadline = time.monotonic() + limit
+        while not check():
+            assert time.monotonic() < deadline, what
+            time.sleep(0.1)
+
+    def serialized(self, session: str, text: str) -> None:
+        """Wait until zellij has written the session's layout holding `text` (the fake writes it at once)."""
+        if self.kind == "fake":
+            return
+        path = (Path(self.env["XDG_CACHE_HOME"]) / "zellij" / "contract_version_1" / "session_info" / session
+                / "session-layout.kdl")
+
+        def holds() -> bool:
+            try:
+                return text in path.read_text()
+            except OSError:
+                return False
+
+        self.wait(holds, f"zellij did not write the layout of {session}")
+
+    def cleanup(self) -> None:
+        """Every session killed, then any process still holding this kit's socket folder in its environment (a
+        server, a pane's program) killed: no test leaves a zellij running."""
+        self.run("kill-all-sessions", "--yes")
+        marker = f"ZELLIJ_SOCKET_DIR={self.socket_dir}".encode()
+        deadline = time.monotonic() + 10
+        while True:
+            left = []
+            for proc in Path("/proc").iterdir():
+                if not proc.name.isdigit() or int(proc.name) == os.getpid():
+                    continue
+                try:
+                    if marker in (proc / "environ").read_bytes().split(b"\0"):
+                        left.append(int(proc.name))
+                except OSError:
+                    continue
+            for pid in left:
+                try:
+                    os.kill(pid, signal.SIGKILL if time.monotonic() > deadline - 8 else signal.SIGTERM)
+                except OSError:
+                    pass
+            if not left or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+
+
+@pytest.fixture(params=["fake", "real"])
+def zj(request: pytest.FixtureRequest, ws: Workspace) -> Iterator[ZellijKit]:
+    """zellij for the backend's scenario tests, twice: the fake, then the real pinned release."""
+    base = Path(tempfile.mkdtemp(prefix="mz", dir="/tmp"))  # short: socket paths are limited
+    ws.env.update({"ZELLIJ_SOCKET_DIR": str(base / "s"), "MAM_BACKEND": "zellij", "SHELL": "/bin/sh"})
+    if request.param == "real":
+        binary = real_zellij()
+        if binary is None:
+            shutil.rmtree(base, ignore_errors=True)
+            pytest.skip(f"zellij {ZELLIJ_VERSION} is not installed (.ci/run installs it: cargo install --locked "
+                        f"zellij --version {ZELLIJ_VERSION})")
+        # zellij looks in ~/.config/zellij first (and makes that folder): a config anywhere else would be
+        # passed over, and zellij would write its own there and open its setup wizard.
+        config = Path(ws.env["HOME"]) / ".config" / "zellij"
+        (config / "layouts").mkdir(parents=True, exist_ok=True)
+        (config / "config.kdl").write_text(ZELLIJ_CONFIG)
+        (config / "layouts" / "single.kdl").write_text(ZELLIJ_LAYOUT)
+        for sub in ("cache", "data", "run", "tmp"):
+            (base / sub).mkdir(mode=0o700)
+        path = [str(Path(binary).parent), *[p for p in ws.env["PATH"].split(os.pathsep) if Path(p) != FAKES],
+                str(FAKES)]
+        ws.env.update({"PATH": os.pathsep.join(path), "XDG_CACHE_HOME": str(base / "cache"),
+                       "XDG_DATA_HOME": str(base / "data"), "XDG_RUNTIME_DIR": str(base / "run"),
+                       "TMPDIR": str(base / "tmp"),  # zellij's log folder: $TMPDIR/zellij-UID/zellij-log
+                       "TERM": "xterm-256color"})
+    kit = ZellijKit(request.param, ws.env, ws.root)
+    try:
+        yield kit
+    finally:
+        kit.cleanup()
+        shutil.rmtree(base, ignore_errors=True)
+
+
 # Whole suites that take long by design: faults wait out time limits, properties run many examples, the
 # benchmark smoke test runs the benchmarks.
 SLOW_MODULES = frozenset({"test_faults.py", "test_properties.py", "test_bench.py",

@@ -85,8 +85,8 @@ class TestZellijContract(BackendContract):
     def populated_server(self, env: dict[str, str]) -> tuple[str, list[str]]:
         state = Path(env["ZELLIJ_SOCKET_DIR"])
         state.mkdir(parents=True, exist_ok=True)
-        panes = [{"id": 1, "is_plugin": False, "title": "coder", "exited": False, "pane_command": "claude",
-                  "pane_cwd": "/repo", "tab_name": "Tab #1"}]
+        panes = [{"id": 1, "plugin": False, "name": None, "title": "coder", "command": ["claude"], "cwd": "/repo",
+                  "held": None}]  # the fake's own form of a pane (tests/fakes/zellij)
         (state / "fake-state.json").write_text(json.dumps({"sessions": {"pop": {"created": 0, "exited": False,
                                                                                 "panes": panes}}}))
         return "pop", ["coder"]

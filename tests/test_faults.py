@@ -102,8 +102,8 @@ def rig(request: pytest.FixtureRequest, ws: Workspace, tmp_path: Path) -> Iterat
         state_dir.mkdir(parents=True, exist_ok=True)
         now = time.time() - 60
         sessions = {s: {"created": now, "exited": False, "panes": [
-            {"id": 1, "is_plugin": False, "title": f"agent-{i}", "exited": False, "pane_command": "claude",
-             "pane_cwd": "/repo", "tab_name": "Tab #1"}]} for i, s in enumerate(servers)}
+            {"id": 1, "plugin": False, "name": None, "title": f"agent-{i}", "command": ["claude"], "cwd": "/repo",
+             "held": None}]} for i, s in enumerate(servers)}  # the fake's own form of a pane
         (state_dir / "fake-state.json").write_text(json.dumps({"sessions": sessions, "faults": {}}))
         real = str(FAKES / "zellij")
     rig = Rig(backend, ws, tmp_path / "faulty-bin", servers, real, tmp_path / "faulty-calls.jsonl", pids)
@@ -325,8 +325,8 @@ def test_a_spawn_answered_with_garbage_is_never_recorded_as_running(rig: Rig) ->
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
     row = _row(rig, "newbie")
     assert row is not None
-    if rig.backend == "herdr":  # it reads agent start's JSON: unreadable is unknown until reconcile asks
-        assert row["status"] == "starting" and "no clear answer" in proc.stderr
-    else:  # tmux and zellij take exit 0 as started; then the server's own listing says it is not there
+    if rig.backend in ("herdr", "zellij"):  # they read agent start's JSON, run's pane id: unreadable is unknown
+        assert row["status"] == "starting" and "no clear answer" in proc.stderr  # until reconcile asks
+    else:  # tmux takes exit 0 as started; then the server's own listing says it is not there
         assert row["status"] == "terminated"
         assert row["terminated_reason"] == "started, but its server never listed it"

@@ -155,7 +155,7 @@ def test_zellij_states_from_its_screens_then_wait_and_send(ws: Workspace, zellij
     dump = ""
     while "got: -rf ; #{x}" not in dump and time.monotonic() < deadline:
         pane = next(s for s in sessions(ws).values() if s["name"] == "calm")["pane_id"]
-        dump = (zellij / f"screen-zz-{pane}.out").read_text(errors="replace")
+        dump = (zellij / f"screen-zz-0-{pane}.out").read_text(errors="replace")  # the server's first run
         time.sleep(0.1)
     assert "got: -rf ; #{x}" in dump
     calls = [json.loads(line)["argv"] for line in (zellij / "fake-calls.jsonl").read_text().splitlines()]

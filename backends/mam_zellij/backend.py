@@ -1,4 +1,4 @@
-"""Driving zellij (0.44). Its exit codes lie, so every answer is read from its text."""
+"""Driving zellij (0.44, 0.45). Its exit codes say little, so every answer is read from its text."""
 
 from __future__ import annotations
 
@@ -44,6 +44,8 @@ POLL_INTERVAL = 0.05
 # A new agent is watched this long: a program that ends within it "exited at once", and its spawn fails with
 # the reason instead of leaving a row that says running.
 EXIT_WINDOW = 0.3
+# How long a `run` that printed no pane id (zellij's own 1 s wait for the action passed) is given to show its pane.
+NEW_PANE_WAIT = 5.0
 
 
 def client_env(env: Mapping[str, str]) -> dict[str, str]:
@@ -75,14 +77,29 @@ def parse_sessions(stdout: str, stderr: str) -> dict[str, bool]:
     return sessions
 
 
-def _is_agent_pane(title: object, command: object) -> bool:
-    """An agent is a pane someone named (`zellij run --name NAME`). zellij titles the others after their
-    command or path (`/bin/bash`), so a session's own shell pane, made when mam started the session, is no
-    agent and never shows up as drift."""
+def _program(command: object) -> str:
+    return command.split()[0].rsplit("/", 1)[-1] if isinstance(command, str) and command.strip() else ""
+
+
+def running(pane: dict[str, Any]) -> bool:
+    """A terminal pane whose program runs: not a plugin, not held. zellij holds a command pane whose program
+    ended (`exited`, with its `exit_status`) and one a resurrected session brought back suspended (`is_held`,
+    not `exited`: nothing runs until someone presses Enter in it)."""
+    return (not pane.get("is_plugin") and not pane.get("exited") and not pane.get("is_held")
+            and isinstance(pane.get("id"), int) and not isinstance(pane.get("id"), bool))
+
+
+def _is_agent_pane(pane: dict[str, Any]) -> bool:
+    """An agent is a command pane someone named (`zellij run --name NAME`: no title its program sets replaces
+    that name, and a resurrected session keeps it). A
+    shell pane (no `terminal_command`: the session's first pane `terminal_0`, titled `Pane #1` or whatever its
+    shell sets) is never one, nor a pane zellij titles after its command."""
+    title, command = pane.get("title"), pane.get("terminal_command")
     if not isinstance(title, str) or not NAME_PATTERN.fullmatch(title):
         return False
-    program = command.split()[0].rsplit("/", 1)[-1] if isinstance(command, str) and command.strip() else ""
-    return title != program
+    if not isinstance(command, str) or not command.strip():
+        return False
+    return title != _program(command)
 
 
 def pane_list(stdout: str) -> list[dict[str, Any]]:
@@ -95,28 +112,31 @@ def pane_list(stdout: str) -> list[dict[str, Any]]:
 
 
 def held(panes: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
-    """The panes titled `name` whose program has ended: zellij holds a command pane, showing its exit code."""
-    return [p for p in panes if p.get("title") == name and p.get("exited") and not p.get("is_plugin")
-            and p.get("id") is not None]
+    """The panes titled `name` that zellij holds: their program ended (it shows the exit code) or a resurrected
+    session brought them back suspended."""
+    return [p for p in panes if p.get("title") == name and not p.get("is_plugin") and p.get("id") is not None
+            and (p.get("exited") or p.get("is_held"))]
+
+
+def pane_by_id(panes: list[dict[str, Any]], pane_id: str) -> dict[str, Any] | None:
+    return next((p for p in panes if not p.get("is_plugin") and str(p.get("id")) == pane_id), None)
 
 
 def parse_panes(stdout: str) -> tuple[Agent, ...]:
+    """The agents of a pane listing. zellij does not know an agent's kind: `pane_command` is whatever process
+    runs in the pane now, read from the OS (`node`, `python3` for a script agent, absent when the read is
+    slow), so `agent` stays None and the row's kind is used."""
     agents = []
     for pane in pane_list(stdout):
-        if pane.get("exited") or pane.get("is_plugin"):
+        if not running(pane) or not _is_agent_pane(pane):
             continue
-        title = pane.get("title")
-        command = pane.get("pane_command")
         cwd = pane.get("pane_cwd")
-        if not _is_agent_pane(title, command):
-            continue
-        assert isinstance(title, str)
-        agents.append(Agent(name=title,
-                            agent=command.split()[0].rsplit("/", 1)[-1] if isinstance(command, str) and command
-                            else None,
-                            cwd=cwd if isinstance(cwd, str) else None,
-                            pane_id=str(pane["id"]) if pane.get("id") is not None else None))
+        agents.append(Agent(name=str(pane["title"]), cwd=cwd if isinstance(cwd, str) else None,
+                            pane_id=str(pane["id"])))
     return tuple(agents)
+
+
+_RUN_ID = re.compile(r"terminal_(\d+)\n?")
 
 
 class ZellijBackend:
@@ -189,46 +209,96 @@ class ZellijBackend:
             return BootstrapResult(True, False, "zellij attach --create-background failed",
                                    failure=Failure(self.name, server, result))
         def up() -> bool | None:
+            """Listed, and its layout has made its first pane: a `run` before that takes `terminal_0` and may
+            print no pane id."""
             sessions = self._sessions(server, ctx.timeout, ctx.env)
-            return True if not isinstance(sessions, Failure) and sessions[0].get(server) else None
+            if isinstance(sessions, Failure) or not sessions[0].get(server):
+                return None
+            panes = self._list_panes(server, CallContext(timeout=ctx.timeout, env=ctx.env), pane_list)
+            return True if not isinstance(panes, Failure) and any(not p.get("is_plugin") for p in panes) else None
 
         if poll_until(up, wait=ctx.wait, interval=POLL_INTERVAL):
+            if server in sessions[0]:  # listed EXITED: zellij resurrected it, its command panes suspended
+                return BootstrapResult(not already, True, f"resurrected exited zellij session {server}: its command "
+                                       "panes come back suspended, not running, until each is started again")
             return BootstrapResult(not already, True, f"started zellij session {server}")
         return BootstrapResult(True, False, f"zellij session {server} did not come up within {ctx.wait:g} s")
 
     def spawn(self, server: str, request: SpawnRequest, ctx: CallContext) -> SpawnResult:
-        # A new pane titled NAME runs argv directly (zellij run, documented for 0.44+); the pane inherits the
+        # A held pane of that name (its program ended, or a resurrected session brought it back suspended, to run
+        # again at the first Enter) is closed first: it would be a second copy of the agent.
+        panes = self._list_panes(server, ctx, pane_list)
+        closed = held(panes, request.name) if not isinstance(panes, Failure) else []
+        for pane in closed:
+            self._close(server, str(pane["id"]), ctx)
+        # A new pane runs argv directly (zellij run, 0.44+), and zellij prints its id. The pane inherits the
         # server's environment, which mam scrubbed when it started the session.
         result = self._run(["--session", server, "run", "--name", request.name, "--cwd", request.cwd, "--",
                             *request.argv], timeout=ctx.timeout, env=ctx.env, cwd=request.cwd)
         text = result.stdout + result.stderr
+        made = _RUN_ID.fullmatch(result.stdout)
         if result.returncode != 0 or any(marker in text for marker in _NOT_FOUND) or NO_SESSIONS in text:
             return SpawnResult(False, "zellij run failed", failure=Failure(self.name, server, result))
-        ended = self._watch(server, request.name, ctx)
+        pane_id = made[1] if made is not None and not result.stderr.strip() else None
+        if pane_id is None and not text.strip():
+            # zellij waits 1 s for the action; a busy server finishes it later, and `run` prints nothing: the new
+            # pane is the one of that name that was not there before (`--name` names it for good).
+            before = ({str(p.get("id")) for p in panes if not p.get("is_plugin")}
+                      if not isinstance(panes, Failure) else None)
+            pane_id = self._new_pane(server, request.name, before, ctx)
+        if pane_id is None:
+            return SpawnResult(False, "zellij run did not print the new pane's id",
+                               failure=Failure(self.name, server, result, parse_error="no terminal_N on stdout"))
+        ended = self._watch(server, pane_id, ctx)
         if ended is not None:
-            self._close(server, ended, ctx)  # the held pane would show as a second pane of that name
+            self._close(server, pane_id, ctx)  # the held pane would show as a second pane of that name
             status = ended.get("exit_status")
             how = f"exited at once with status {status}" if isinstance(status, int) else "exited at once"
             return SpawnResult(False, f"{os.path.basename(request.argv[0])!r} {how}")
-        return SpawnResult(True, f"started {request.name} in zellij session {server}")
+        message = f"started {request.name} in zellij session {server} (pane terminal_{pane_id})"
+        if closed:
+            message += f"; closed its held pane{'s' if len(closed) > 1 else ''} " + ", ".join(
+                f"terminal_{p['id']}" for p in closed)
+        return SpawnResult(True, message, pane_id=pane_id)
 
-    def _watch(self, server: str, name: str, ctx: CallContext) -> dict[str, Any] | None:
-        """The newest pane titled `name` (the one just made: ids only grow) when its program ended within
-        EXIT_WINDOW; None while it runs, or when zellij could not tell (the core's listing decides then)."""
+    def _new_pane(self, server: str, name: str, before: set[str] | None, ctx: CallContext) -> str | None:
+        """The id of the terminal pane titled `name` that is not among `before`, once zellij lists it."""
+        if before is None:
+            return None
+
+        def made() -> str | None:
+            panes = self._list_panes(server, ctx, pane_list)
+            if isinstance(panes, Failure):
+                return None
+            new = [p for p in panes if not p.get("is_plugin") and p.get("title") == name
+                   and isinstance(p.get("id"), int) and str(p["id"]) not in before]
+            return str(new[0]["id"]) if len(new) == 1 else None
+
+        found = poll_until(made, wait=min(ctx.timeout, NEW_PANE_WAIT), interval=POLL_INTERVAL)
+        return found if isinstance(found, str) else None
+
+    def _watch(self, server: str, pane_id: str, ctx: CallContext) -> dict[str, Any] | None:
+        """Pane `pane_id` (the one just made) when its program ended within EXIT_WINDOW; None while it runs,
+        or when zellij could not tell (the core's listing decides then)."""
         def exited() -> dict[str, Any] | Failure | None:
             panes = self._list_panes(server, ctx, pane_list)
             if isinstance(panes, Failure):
                 return panes
-            ours = max((p for p in panes if p.get("title") == name and not p.get("is_plugin")
-                        and isinstance(p.get("id"), int)), key=lambda p: int(p["id"]), default=None)
+            ours = pane_by_id(panes, pane_id)
             return ours if ours is not None and ours.get("exited") else None
 
         found = poll_until(exited, wait=EXIT_WINDOW, interval=POLL_INTERVAL)
         return found if isinstance(found, dict) else None
 
-    def _close(self, server: str, pane: dict[str, Any], ctx: CallContext) -> CommandResult:
-        return self._run(["--session", server, "action", "close-pane", "--pane-id", f"terminal_{pane['id']}"],
+    def _close(self, server: str, pane_id: str, ctx: CallContext) -> CommandResult:
+        return self._run(["--session", server, "action", "close-pane", "--pane-id", f"terminal_{pane_id}"],
                          timeout=ctx.timeout, env=ctx.env)
+
+    def _pane_now(self, server: str, pane_id: str, ctx: CallContext) -> dict[str, Any] | None | Failure:
+        """Pane `pane_id` as zellij lists it now; None when it is gone. zellij's actions on a pane that does not
+        exist exit 0 and print nothing, so only a listing tells whether one reached its pane."""
+        panes = self._list_panes(server, ctx, pane_list)
+        return panes if isinstance(panes, Failure) else pane_by_id(panes, pane_id)
 
     def stop(self, server: str, name: str, ctx: CallContext) -> StopResult:
         agent = find_for_stop(self, server, name, ctx)
@@ -238,25 +308,33 @@ class ZellijBackend:
                 panes = self._list_panes(server, ctx, pane_list)
                 gone = held(panes, name) if not isinstance(panes, Failure) else []
                 for pane in gone:
-                    self._close(server, pane, ctx)
+                    self._close(server, str(pane["id"]), ctx)
                 if gone:
-                    return StopResult(False, f"{name} had exited in zellij session {server}; its held pane is "
+                    return StopResult(False, f"{name} was not running in zellij session {server}; its held pane is "
                                              "closed")
             return agent
-        result = self._run(["--session", server, "action", "close-pane", "--pane-id", f"terminal_{agent.pane_id}"],
-                           timeout=ctx.timeout, env=ctx.env)
+        assert agent.pane_id is not None
+        result = self._close(server, agent.pane_id, ctx)
         text = result.stdout + result.stderr
         if result.returncode != 0 or text.strip():  # success is silent; any text is a failure
             return StopResult(False, "zellij close-pane failed", failure=Failure(self.name, server, result))
+        after = self._pane_now(server, agent.pane_id, ctx)
+        if isinstance(after, Failure):
+            return StopResult(False, "zellij could not be asked whether the pane closed", failure=after)
+        if after is not None:
+            return StopResult(False, f"zellij pane terminal_{agent.pane_id} is still there after close-pane")
         return StopResult(True, f"closed zellij pane terminal_{agent.pane_id}")
 
     def capture_panes(self, server: str, agents: tuple[Agent, ...],
                       ctx: CallContext) -> dict[str, PaneCapture] | Failure:
         """One `action dump-screen --pane-id` per agent (zellij runs one action per call), its visible screen on
-        stdout. zellij knows neither when a pane last changed nor whether anyone looked at it: its captures carry
-        no activity and no seen fact, so its agents are `idle`, never `done`, and a working screen is never
-        judged stale. A pane zellij cannot dump is left out (`unknown`)."""
-        out: dict[str, PaneCapture] = {}
+        stdout, then one listing: zellij dumps a pane that does not exist as an empty line, so a pane the listing
+        after the dumps does not show running is left out (`unknown`), never read as a screen (ids are never
+        reused: a pane listed after its dump was there during it). zellij knows neither when a pane last changed
+        nor whether anyone looked at it: its captures carry no activity and no seen fact, so its agents are
+        `idle`, never `done`, and a working screen is never judged stale. The pane's `terminal_command`, what
+        mam started, tells the kind of an agent whose row has none."""
+        dumps: dict[str, tuple[str, str]] = {}
         for agent in agents:
             if agent.name is None or agent.pane_id is None or not agent.pane_id.isdigit():
                 continue
@@ -267,17 +345,48 @@ class ZellijBackend:
                 return Failure(self.name, server, result)  # the session went away: the whole answer is void
             if result.returncode != 0 or result.stderr.strip():
                 continue
-            out[agent.name] = PaneCapture(text=result.stdout)
+            dumps[agent.name] = (agent.pane_id, result.stdout)
+        if not dumps:
+            return {}
+        panes = self._list_panes(server, ctx, pane_list)
+        if isinstance(panes, Failure):
+            return panes
+        out: dict[str, PaneCapture] = {}
+        for name, (pane_id, screen) in dumps.items():
+            pane = pane_by_id(panes, pane_id)
+            if pane is None or pane.get("is_plugin"):
+                continue
+            command = pane.get("terminal_command")
+            command = command if isinstance(command, str) and command.strip() else None
+            if pane.get("exited"):
+                status = pane.get("exit_status")
+                out[name] = PaneCapture(text=screen, dead=True, command=command,
+                                        dead_status=f"exit status {status}" if isinstance(status, int) else None)
+            elif running(pane):
+                out[name] = PaneCapture(text=screen, command=command)
         return out
 
     def send_text(self, server: str, agent: Agent, text: str, enter: bool, ctx: CallContext) -> SendResult:
-        """`write-chars` types `text` as characters (no key names); Enter is byte 13 by `write`."""
+        """`write-chars` types `text` as characters (no key names); Enter is byte 13 by `write`. zellij types
+        into a pane that is gone without a word, and Enter or a space in a held pane runs its command again: the
+        pane is checked before each write, and after the last."""
         if agent.pane_id is None or not agent.pane_id.isdigit():
             return SendResult(False, f"zellij gave no pane id for {agent.name}")
         pane = f"terminal_{agent.pane_id}"
         calls = ([["write-chars", "--pane-id", pane, "--", text]] if text else []) + (
             [["write", "--pane-id", pane, "13"]] if enter else [])
-        for call in calls:
+        for i, call in enumerate([*calls, None]):
+            now = self._pane_now(server, agent.pane_id, ctx)
+            if isinstance(now, Failure):
+                return SendResult(False, "zellij could not be asked whether the pane is there", failure=now)
+            if now is None or not running(now):
+                why = "is gone" if now is None else "has exited" if now.get("exited") else "is suspended"
+                sent = "; nothing was sent" if i == 0 else "; part of the text may have been typed into it"
+                if call is None:
+                    sent = "; the text may not have arrived"
+                return SendResult(False, f"{agent.name}'s zellij pane {pane} {why}{sent}")
+            if call is None:
+                break
             result = self._run(["--session", server, "action", *call], timeout=ctx.timeout, env=ctx.env)
             if result.returncode != 0 or (result.stdout + result.stderr).strip():  # success is silent
                 return SendResult(False, f"zellij {call[0]} failed", failure=Failure(self.name, server, result))
