@@ -241,14 +241,35 @@ class HerdrBackend:
         return StopResult(True, f"closed herdr pane {agent.pane_id}")
 
     def send_text(self, server: str, agent: Agent, text: str, enter: bool, ctx: CallContext) -> SendResult:
-        """`pane send-text` types `text` as it is, then `pane send-keys ... Enter`; both print nothing on
-        success. herdr's own state comes with every listing (`agent_status`), so it needs no capture."""
+        """`pane send-text PANE TEXT` types exactly TEXT, then `pane send-keys ... Enter`; both print nothing on
+        success. Never `-- TEXT`: herdr keeps a `--` there and types it. herdr's own state comes with every
+        listing (`agent_status`), so it needs no capture."""
         if agent.pane_id is None:
             return SendResult(False, f"herdr gave no pane id for {agent.name}")
-        calls = ([["pane", "send-text", agent.pane_id, "--", text]] if text else []) + (
+        calls = [["pane", "send-text", agent.pane_id, piece] for piece in text_pieces(text)] + (
             [["pane", "send-keys", agent.pane_id, "Enter"]] if enter else [])
         for call in calls:
             result = run(_argv(server, *call), timeout=ctx.timeout, env=ctx.env)
             if result.returncode != 0 or result.stdout.strip() or result.stderr.strip():
                 return SendResult(False, f"herdr pane {call[1]} failed", failure=Failure(self.name, server, result))
         return SendResult(True, f"sent {len(text)} characters to {agent.name}" + (" and Enter" if enter else ""))
+
+
+# herdr takes these words for its own options wherever they stand before a `--` (src/session.rs, `--session`;
+# src/remote/attach.rs, the remote flags; 0.9 adds `--machine`), also where they are the text of `pane send-text`.
+GLOBAL_OPTIONS = ("--session", "--remote", "--remote-keybindings", "--handoff", "--machine")
+
+
+def taken_by_herdr(word: str) -> bool:
+    return any(word == flag or word.startswith(flag + "=") for flag in GLOBAL_OPTIONS)
+
+
+def text_pieces(text: str) -> list[str]:
+    """The text as the words `pane send-text` is given, one call each: herdr types each as it is (a text that is
+    exactly `--` included). A text herdr would take for its own option (`--session=x`) goes as `-` and then the
+    rest (`-session=x`), which no option of herdr's matches: the pane gets the same characters, in order."""
+    if not text:
+        return []
+    if taken_by_herdr(text):
+        return [text[0], text[1:]]
+    return [text]
