@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Mapping
 from typing import Any
 
 from mam.api import (
@@ -38,6 +39,50 @@ PROGRAMS = {
     "qwen": "qwen", "maki": "maki",
 }
 POLL_INTERVAL = 0.05
+
+
+START_TIMEOUT_VAR = "MAM_HERDR_START_TIMEOUT"  # checked by mam at every command: more than 3, at most 300
+DEFAULT_START_TIMEOUT = 30.0  # herdr's own default for `agent start --timeout`
+
+
+def start_timeout(env: Mapping[str, str]) -> float:
+    try:
+        value = float(env.get(START_TIMEOUT_VAR) or DEFAULT_START_TIMEOUT)
+    except ValueError:
+        return DEFAULT_START_TIMEOUT
+    return value if 3 < value <= 300 else DEFAULT_START_TIMEOUT
+
+
+# What herdr's `agent start` codes mean for the agent (src/cli/agent.rs, src/app/agents.rs).
+START_REFUSED = {
+    "agent_name_taken": "herdr already has an agent of that name",
+    "agent_pane_not_found": "herdr lost the pane it made for it",
+    "agent_pane_busy": "the pane herdr made for it was not an idle shell",
+    "agent_start_failed": "its program exited before it became interactive",
+    "agent_kind_mismatch": "herdr found another kind of agent in its pane (left running there, unnamed)",
+    "invalid_agent_name": "herdr refused the name",
+    "invalid_agent_argument": "herdr cannot type its arguments safely",
+    "unsupported_agent_kind": "herdr does not know the kind",
+    "invalid_agent_timeout": f"herdr refused the start timeout (${START_TIMEOUT_VAR})",
+}
+
+
+def start_failure(name: str, pane_id: str, wait: float, failure: Failure) -> SpawnResult:
+    """An `agent start` that did not answer agent_started. `agent_not_ready` is a start: the agent runs and waits
+    at a start-up dialog (it is listed `blocked`). `timeout` may still finish: unsettled. A code that says it did
+    not start is a refusal; anything else is left to may_have_started (a timeout of mam's own, a crash)."""
+    error = structured_error(failure.result.stderr) if failure.result.returncode == 1 else None
+    code = error["code"] if error else None
+    if code == "agent_not_ready":
+        return SpawnResult(True, f"started {name} in herdr pane {pane_id}; it waits at a start-up dialog "
+                                 "(herdr agent_not_ready)", pane_id=pane_id)
+    if code == "timeout":
+        return SpawnResult(False, f"herdr did not see {name} ready within {wait:g} s (${START_TIMEOUT_VAR})",
+                           failure=failure, unsettled=True)
+    if code in START_REFUSED:
+        return SpawnResult(False, f"herdr agent start failed in pane {pane_id}: {START_REFUSED[code]}",
+                           failure=failure)
+    return SpawnResult(False, "herdr agent start failed", failure=failure)
 
 
 def _argv(server: str, *args: str) -> list[str]:
@@ -224,10 +269,14 @@ class HerdrBackend:
         pane_id = pane.get("pane_id") if isinstance(pane, dict) else None
         if not isinstance(pane_id, str):
             return SpawnResult(False, "herdr workspace create gave no root pane")
+        # `agent start` blocks until herdr sees the agent ready (at least 3 s, at most --timeout): its own limit,
+        # and mam's on the call beyond it, so that herdr gives its answer before mam stops waiting.
+        wait = start_timeout(ctx.env)
         started = self._call(server, ["agent", "start", request.name, "--kind", kind, "--pane", pane_id,
-                                      "--", *request.argv[1:]], ctx, "agent_started")
+                                      "--timeout", str(round(wait * 1000)), "--", *request.argv[1:]],
+                             CallContext(timeout=wait + ctx.timeout, env=ctx.env), "agent_started")
         if isinstance(started, Failure):
-            return SpawnResult(False, "herdr agent start failed", failure=started)
+            return start_failure(request.name, pane_id, wait, started)
         return SpawnResult(True, f"started {request.name} in herdr pane {pane_id}", pane_id=pane_id)
 
     def stop(self, server: str, name: str, ctx: CallContext) -> StopResult:
