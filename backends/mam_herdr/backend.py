@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from collections.abc import Mapping
 from typing import Any
@@ -127,6 +128,34 @@ def _session_id(reported: object, kind: str | None) -> str | None:
     return value if SESSION_ID_PATTERN.fullmatch(value) and ".." not in value else None
 
 
+# herdr's socket protocol of each release line (a client and a server of different protocols cannot talk).
+PROTOCOLS = {17: "0.7.5", 19: "0.8.0", 20: "0.8.2", 22: "0.9"}
+SUPPORTED = ((0, 8),)  # the release lines mam is tested against: 0.8.x (0.8.0 brought `server_not_running`)
+
+
+def is_supported(version: str) -> bool:
+    found = re.search(r"(\d+)\.(\d+)\.(\d+)", version)
+    return found is not None and (int(found[1]), int(found[2])) in SUPPORTED
+
+
+def mismatch_hint(message: object) -> str:
+    """herdr's protocol_mismatch, said with the releases: `client protocol 22 is newer than server protocol 20`
+    is a herdr 0.9 client and a 0.8.2 server. The server is there: never `down`."""
+    found = re.search(r"client protocol (\d+) is \w+ than server protocol (\d+)",
+                      message if isinstance(message, str) else "")
+    if found is None:
+        return "herdr's client and server speak different protocols: restart the server with this herdr, or use " \
+               "the herdr that started it"
+    client, server = int(found[1]), int(found[2])
+
+    def release(protocol: int) -> str:
+        return f"herdr {PROTOCOLS[protocol]}" if protocol in PROTOCOLS else "another herdr"
+
+    return (f"the herdr on PATH is {release(client)} (protocol {client}) and the server runs {release(server)} "
+            f"(protocol {server}): restart the server with this herdr (its agents stop), or put the herdr that "
+            "started it first on PATH")
+
+
 def structured_error(stderr: str) -> dict[str, Any] | None:
     """herdr's error envelope, when stderr is exactly one JSON object with an `error.code` string."""
     text = stderr.strip()
@@ -177,9 +206,12 @@ class HerdrBackend:
         if code == "server_not_running" and result.returncode == 1 and not result.stdout.strip():
             return ServerError(ErrorKind.SERVER_DOWN, detail)
         if code == "protocol_mismatch":
-            return ServerError(ErrorKind.PROTOCOL_MISMATCH,
-                               detail + " (restart the server or upgrade herdr so both speak one protocol)")
+            return ServerError(ErrorKind.PROTOCOL_MISMATCH, detail + f" ({mismatch_hint(message)})")
         return ServerError(ErrorKind.UNKNOWN, detail)
+
+    def supported(self, version: str) -> bool:
+        """Whether `herdr --version`'s line names a release mam is tested against (docs/backends.md)."""
+        return is_supported(version)
 
     def version(self, ctx: CallContext) -> str | None:
         result = run([EXECUTABLE, "--version"], timeout=ctx.timeout, env=ctx.env)
