@@ -116,6 +116,9 @@ def test_a_start_herdr_says_failed_is_terminated_with_its_meaning(ws: Workspace,
     proc = ws.mam("spawn", "coder", "--agent", "claude", "--server", "team")
     assert proc.returncode == 1 and meaning in proc.stderr, proc.stderr
     assert _row(ws, "coder")["status"] == "terminated"
+    closes = [c["argv"] for c in ws.herdr.calls() if c["argv"][2:4] == ["pane", "close"]]
+    # a pane left with only its shell is closed; one where another agent runs is left to the user
+    assert closes == ([["--session", "team", "pane", "close", "w1:p1"]] if outcome == "exited" else [])
 
 
 def test_a_bad_start_timeout_is_refused_before_anything(ws: Workspace) -> None:

@@ -68,6 +68,11 @@ START_REFUSED = {
 }
 
 
+# Refusals after which the pane mam made holds only its shell (a kind mismatch leaves a program running there).
+LEAVES_A_SHELL = frozenset({"agent_name_taken", "agent_start_failed", "invalid_agent_name", "invalid_agent_argument",
+                            "unsupported_agent_kind", "invalid_agent_timeout"})
+
+
 def start_failure(name: str, pane_id: str, wait: float, failure: Failure) -> SpawnResult:
     """An `agent start` that did not answer agent_started. `agent_not_ready` is a start: the agent runs and waits
     at a start-up dialog (it is listed `blocked`). `timeout` may still finish: unsettled. A code that says it did
@@ -308,7 +313,11 @@ class HerdrBackend:
                                       "--timeout", str(round(wait * 1000)), "--", *request.argv[1:]],
                              CallContext(timeout=wait + ctx.timeout, env=ctx.env), "agent_started")
         if isinstance(started, Failure):
-            return start_failure(request.name, pane_id, wait, started)
+            outcome = start_failure(request.name, pane_id, wait, started)
+            error = structured_error(started.result.stderr) or {}
+            if error.get("code") in LEAVES_A_SHELL:  # nothing of the agent runs there: do not leave the pane
+                run(_argv(server, "pane", "close", pane_id), timeout=ctx.timeout, env=ctx.env)
+            return outcome
         return SpawnResult(True, f"started {request.name} in herdr pane {pane_id}", pane_id=pane_id)
 
     def stop(self, server: str, name: str, ctx: CallContext) -> StopResult:
