@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mam import envscrub, registry, runner
+from mam.errors import MamError
 from mam.names import check_name
 from mam.plugin.records import ScrubRule
 from mam.workspace import DEFAULT_BACKEND, Workspace, open_workspace
@@ -22,6 +23,24 @@ if TYPE_CHECKING:  # pluggy is loaded only by commands that reach a backend
     from mam.plugin.manager import Plugins
     from mam.remote import Routes
     from mam.runner import Route
+
+
+START_TIMEOUT_VAR = "MAM_HERDR_START_TIMEOUT"
+
+
+def check_start_timeout(env: Mapping[str, str]) -> None:
+    """$MAM_HERDR_START_TIMEOUT: the seconds herdr's `agent start` may wait for the agent to be ready (its
+    `--timeout`), which herdr takes above 3 and at most 300. A bad value is refused by every command, at once."""
+    raw = env.get(START_TIMEOUT_VAR)
+    if raw is None or raw == "":
+        return
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 3 < value <= 300:
+        raise MamError("usage", f"${START_TIMEOUT_VAR}={raw}: expected a number of seconds, more than 3 and at "
+                       "most 300 (herdr's limits for `agent start --timeout`)")
 
 
 @dataclass
@@ -40,6 +59,7 @@ class App:
         app = cls(open_workspace(workspace, env), env, backend)
         app.timeout, app.bootstrap_wait  # noqa: B018 - a bad $MAM_TIMEOUT is refused by every command, at once
         runner.set_max_output(runner.max_output_from_env(env))
+        check_start_timeout(env)
         return app
 
     @property

@@ -349,9 +349,10 @@ def ls_text(doc: dict[str, Any]) -> str:
 
 
 def backends_text(doc: dict[str, Any]) -> str:
+    supported = {True: "yes", False: "no", None: None}
     rows = [(("* " if b["default"] else "  ") + b["name"], b["provider"], b["binary"] or "not found",
-             b["version"], b["error"]) for b in doc["backends"]]
-    return table(("  NAME", "PROVIDER", "BINARY", "VERSION", "ERROR"), rows, elastic=(1, 2, 4))
+             b["version"], supported[b.get("supported")], b["error"]) for b in doc["backends"]]
+    return table(("  NAME", "PROVIDER", "BINARY", "VERSION", "SUPPORTED", "ERROR"), rows, elastic=(1, 2, 5))
 
 
 def env_text(doc: dict[str, Any]) -> str:

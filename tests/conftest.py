@@ -40,6 +40,9 @@ def base_env(home: Path, **variables: str) -> dict[str, str]:
     return env
 
 
+QUICK_SETTLE = 0.3  # the fake herdr's `agent start` settle delay in most tests (herdr's own is 3 s)
+
+
 @dataclass
 class FakeHerdr:
     config: Path  # $XDG_CONFIG_HOME
@@ -52,6 +55,22 @@ class FakeHerdr:
 
     def session_dir(self, name: str) -> Path:
         return self.root if name == "default" else self.root / "sessions" / name
+
+    def quick_starts(self, settle: float | None = QUICK_SETTLE) -> None:
+        """`agent start` waits `settle` seconds for the agent to be ready instead of herdr's own 3 s (None: the
+        fake's default, herdr's), so that the suite stays quick; the start is blocking and fails as herdr's does."""
+        path = self.root / "fake-start.json"
+        if settle is None:
+            path.unlink(missing_ok=True)
+            return
+        self.root.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"settle": settle}))
+
+    def set_start(self, name: str, **knobs: Any) -> None:
+        """How the next `agent start`s on session `name` go: settle, ready_after (seconds), outcome (ready,
+        blocked, exited, mismatch, never)."""
+        self.session_dir(name).mkdir(parents=True, exist_ok=True)
+        (self.session_dir(name) / "start.json").write_text(json.dumps(knobs))
 
     def set_agents(self, name: str, agents: list[dict[str, Any]]) -> None:
         self.session_dir(name).mkdir(parents=True, exist_ok=True)
@@ -156,6 +175,7 @@ def ws(tmp_path: Path) -> Iterator[Workspace]:
     env = base_env(home, XDG_CONFIG_HOME=str(config), MAM_WORKSPACE=str(root),
                    ZELLIJ_SOCKET_DIR=str(tmp_path / "zellij"), TMUX_TMPDIR=str(config), MAM_TIMEOUT="5")
     herdr = FakeHerdr(config, env)
+    herdr.quick_starts()
     try:
         yield Workspace(root, env, herdr)
     finally:

@@ -110,6 +110,8 @@ def test_the_tmux_shim_refuses_another_server(ws: Workspace, tmux: Tmux, two_ser
     ["agent", "list", "--session", "victim"],  # herdr reads it anywhere before `--`
     ["agent", "list", "--session=victim"],
     ["agent", "start", "a", "--kind", "claude", "--pane", "w1:p1", "--", "--session", "victim"],  # and after
+    ["agent", "list", "--machine", "victim"],  # herdr 0.9's global option: another machine's server
+    ["agent", "list", "--machine=victim"],
 ])
 def test_exec_refuses_herdr_session_options(ws: Workspace, form: list[str]) -> None:
     ws.herdr.start("victim")

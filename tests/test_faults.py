@@ -83,11 +83,11 @@ def rig(request: pytest.FixtureRequest, ws: Workspace, tmp_path: Path) -> Iterat
     pids: list[int] = []
     if backend == "herdr":
         for i, s in enumerate(servers):
+            ws.herdr.start(s)  # a starting server restores only resumable agents: these come after it
             ws.herdr.set_agents(s, [{"name": f"agent-{i}", "agent": "claude", "agent_status": "idle",
                                      "pane_id": "w1:p1", "tab_id": "w1:t1", "workspace_id": "w1",
                                      "terminal_id": "term_1", "focused": False, "revision": 1,
                                      "state_change_seq": 1}])
-            ws.herdr.start(s)
         pids = [e["pid"] for e in ws.herdr.server_starts()] + [p.pid for p in ws.herdr.started]
         real = str(FAKES / "herdr")
     elif backend == "tmux":

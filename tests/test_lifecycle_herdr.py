@@ -27,8 +27,9 @@ def test_spawn_on_a_stopped_session_starts_it_once_then_the_agent(ws: Workspace)
     calls = [c["argv"] for c in ws.herdr.calls()]
     row = yaml.safe_load(ws.registry.read_text())["sessions"][0]
     # claude starts with the conversation id mam chose (its kind's new_session), kept for restore
-    assert ["--session", "team", "agent", "start", "coder-1", "--kind", "claude", "--pane", "w1:p1", "--",
-            "--session-id", row["agent_session"], "--model", "opus"] in calls
+    # herdr waits for the agent at most --timeout ms ($MAM_HERDR_START_TIMEOUT, default 30 s, as herdr's own)
+    assert ["--session", "team", "agent", "start", "coder-1", "--kind", "claude", "--pane", "w1:p1", "--timeout",
+            "30000", "--", "--session-id", row["agent_session"], "--model", "opus"] in calls
     assert any(c[:4] == ["--session", "team", "workspace", "create"] for c in calls)
     assert row["status"] == "running" and row["server"] == "team" and row["pane"]["id"] == "w1:p1"
 

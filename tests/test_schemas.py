@@ -9,6 +9,7 @@ of a real document, or adding one, makes it invalid: a renamed or undocumented f
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -269,7 +270,8 @@ def broken_plugin_env(ws: Workspace, tmp_path: Path) -> dict[str, str]:
         "Metadata-Version: 2.1\nName: mam-schema-broken\nVersion: 1.0\n")
     (site / "mam_schema_broken-1.0.dist-info" / "entry_points.txt").write_text(
         "[mam.backends]\nbroken = mam_schema_broken\n")
-    return {**ws.env, "PYTHONPATH": str(site)}
+    # the mam under test stays importable (a worktree's own, when PYTHONPATH names it)
+    return {**ws.env, "PYTHONPATH": os.pathsep.join(filter(None, [str(site), ws.env.get("PYTHONPATH")]))}
 
 
 def error_cases(ws: Workspace, tmp_path: Path) -> list[tuple[str, int, list[str], dict[str, str] | None]]:

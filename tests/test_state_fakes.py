@@ -68,7 +68,8 @@ def test_herdr_wait_and_send(ws: Workspace) -> None:
     typed = (ws.herdr.session_dir("live") / "typed-w1_p3.txt").read_text()
     assert typed == "fix the -x flag; then #{y}<Enter>"
     sends = [c["argv"] for c in ws.herdr.calls() if "send-text" in c["argv"]]
-    assert sends == [["--session", "live", "pane", "send-text", "w1:p3", "--", "fix the -x flag; then #{y}"]]
+    # exactly the text: herdr types a `--` given after the pane id (`-- fix ...`)
+    assert sends == [["--session", "live", "pane", "send-text", "w1:p3", "fix the -x flag; then #{y}"]]
     ws.herdr.stop("live")
     starts = len(ws.herdr.server_starts())
     down = ws.mam("send", "a-idle", "hello")

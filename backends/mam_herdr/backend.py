@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
+from collections.abc import Mapping
 from typing import Any
 
 from mam.api import (
@@ -38,6 +40,55 @@ PROGRAMS = {
     "qwen": "qwen", "maki": "maki",
 }
 POLL_INTERVAL = 0.05
+
+
+START_TIMEOUT_VAR = "MAM_HERDR_START_TIMEOUT"  # checked by mam at every command: more than 3, at most 300
+DEFAULT_START_TIMEOUT = 30.0  # herdr's own default for `agent start --timeout`
+
+
+def start_timeout(env: Mapping[str, str]) -> float:
+    try:
+        value = float(env.get(START_TIMEOUT_VAR) or DEFAULT_START_TIMEOUT)
+    except ValueError:
+        return DEFAULT_START_TIMEOUT
+    return value if 3 < value <= 300 else DEFAULT_START_TIMEOUT
+
+
+# What herdr's `agent start` codes mean for the agent (src/cli/agent.rs, src/app/agents.rs).
+START_REFUSED = {
+    "agent_name_taken": "herdr already has an agent of that name",
+    "agent_pane_not_found": "herdr lost the pane it made for it",
+    "agent_pane_busy": "the pane herdr made for it was not an idle shell",
+    "agent_start_failed": "its program exited before it became interactive",
+    "agent_kind_mismatch": "herdr found another kind of agent in its pane (left running there, unnamed)",
+    "invalid_agent_name": "herdr refused the name",
+    "invalid_agent_argument": "herdr cannot type its arguments safely",
+    "unsupported_agent_kind": "herdr does not know the kind",
+    "invalid_agent_timeout": f"herdr refused the start timeout (${START_TIMEOUT_VAR})",
+}
+
+
+# Refusals after which the pane mam made holds only its shell (a kind mismatch leaves a program running there).
+LEAVES_A_SHELL = frozenset({"agent_name_taken", "agent_start_failed", "invalid_agent_name", "invalid_agent_argument",
+                            "unsupported_agent_kind", "invalid_agent_timeout"})
+
+
+def start_failure(name: str, pane_id: str, wait: float, failure: Failure) -> SpawnResult:
+    """An `agent start` that did not answer agent_started. `agent_not_ready` is a start: the agent runs and waits
+    at a start-up dialog (it is listed `blocked`). `timeout` may still finish: unsettled. A code that says it did
+    not start is a refusal; anything else is left to may_have_started (a timeout of mam's own, a crash)."""
+    error = structured_error(failure.result.stderr) if failure.result.returncode == 1 else None
+    code = error["code"] if error else None
+    if code == "agent_not_ready":
+        return SpawnResult(True, f"started {name} in herdr pane {pane_id}; it waits at a start-up dialog "
+                                 "(herdr agent_not_ready)", pane_id=pane_id)
+    if code == "timeout":
+        return SpawnResult(False, f"herdr did not see {name} ready within {wait:g} s (${START_TIMEOUT_VAR})",
+                           failure=failure, unsettled=True)
+    if code in START_REFUSED:
+        return SpawnResult(False, f"herdr agent start failed in pane {pane_id}: {START_REFUSED[code]}",
+                           failure=failure)
+    return SpawnResult(False, "herdr agent start failed", failure=failure)
 
 
 def _argv(server: str, *args: str) -> list[str]:
@@ -80,6 +131,34 @@ def _session_id(reported: object, kind: str | None) -> str | None:
     if reported.get("agent") != kind or not isinstance(value, str):
         return None
     return value if SESSION_ID_PATTERN.fullmatch(value) and ".." not in value else None
+
+
+# herdr's socket protocol of each release line (a client and a server of different protocols cannot talk).
+PROTOCOLS = {17: "0.7.5", 19: "0.8.0", 20: "0.8.2", 22: "0.9"}
+SUPPORTED = ((0, 8),)  # the release lines mam is tested against: 0.8.x (0.8.0 brought `server_not_running`)
+
+
+def is_supported(version: str) -> bool:
+    found = re.search(r"(\d+)\.(\d+)\.(\d+)", version)
+    return found is not None and (int(found[1]), int(found[2])) in SUPPORTED
+
+
+def mismatch_hint(message: object) -> str:
+    """herdr's protocol_mismatch, said with the releases: `client protocol 22 is newer than server protocol 20`
+    is a herdr 0.9 client and a 0.8.2 server. The server is there: never `down`."""
+    found = re.search(r"client protocol (\d+) is \w+ than server protocol (\d+)",
+                      message if isinstance(message, str) else "")
+    if found is None:
+        return "herdr's client and server speak different protocols: restart the server with this herdr, or use " \
+               "the herdr that started it"
+    client, server = int(found[1]), int(found[2])
+
+    def release(protocol: int) -> str:
+        return f"herdr {PROTOCOLS[protocol]}" if protocol in PROTOCOLS else "another herdr"
+
+    return (f"the herdr on PATH is {release(client)} (protocol {client}) and the server runs {release(server)} "
+            f"(protocol {server}): restart the server with this herdr (its agents stop), or put the herdr that "
+            "started it first on PATH")
 
 
 def structured_error(stderr: str) -> dict[str, Any] | None:
@@ -132,9 +211,12 @@ class HerdrBackend:
         if code == "server_not_running" and result.returncode == 1 and not result.stdout.strip():
             return ServerError(ErrorKind.SERVER_DOWN, detail)
         if code == "protocol_mismatch":
-            return ServerError(ErrorKind.PROTOCOL_MISMATCH,
-                               detail + " (restart the server or upgrade herdr so both speak one protocol)")
+            return ServerError(ErrorKind.PROTOCOL_MISMATCH, detail + f" ({mismatch_hint(message)})")
         return ServerError(ErrorKind.UNKNOWN, detail)
+
+    def supported(self, version: str) -> bool:
+        """Whether `herdr --version`'s line names a release mam is tested against (docs/backends.md)."""
+        return is_supported(version)
 
     def version(self, ctx: CallContext) -> str | None:
         result = run([EXECUTABLE, "--version"], timeout=ctx.timeout, env=ctx.env)
@@ -224,10 +306,18 @@ class HerdrBackend:
         pane_id = pane.get("pane_id") if isinstance(pane, dict) else None
         if not isinstance(pane_id, str):
             return SpawnResult(False, "herdr workspace create gave no root pane")
+        # `agent start` blocks until herdr sees the agent ready (at least 3 s, at most --timeout): its own limit,
+        # and mam's on the call beyond it, so that herdr gives its answer before mam stops waiting.
+        wait = start_timeout(ctx.env)
         started = self._call(server, ["agent", "start", request.name, "--kind", kind, "--pane", pane_id,
-                                      "--", *request.argv[1:]], ctx, "agent_started")
+                                      "--timeout", str(round(wait * 1000)), "--", *request.argv[1:]],
+                             CallContext(timeout=wait + ctx.timeout, env=ctx.env), "agent_started")
         if isinstance(started, Failure):
-            return SpawnResult(False, "herdr agent start failed", failure=started)
+            outcome = start_failure(request.name, pane_id, wait, started)
+            error = structured_error(started.result.stderr) or {}
+            if error.get("code") in LEAVES_A_SHELL:  # nothing of the agent runs there: do not leave the pane
+                run(_argv(server, "pane", "close", pane_id), timeout=ctx.timeout, env=ctx.env)
+            return outcome
         return SpawnResult(True, f"started {request.name} in herdr pane {pane_id}", pane_id=pane_id)
 
     def stop(self, server: str, name: str, ctx: CallContext) -> StopResult:
@@ -241,14 +331,35 @@ class HerdrBackend:
         return StopResult(True, f"closed herdr pane {agent.pane_id}")
 
     def send_text(self, server: str, agent: Agent, text: str, enter: bool, ctx: CallContext) -> SendResult:
-        """`pane send-text` types `text` as it is, then `pane send-keys ... Enter`; both print nothing on
-        success. herdr's own state comes with every listing (`agent_status`), so it needs no capture."""
+        """`pane send-text PANE TEXT` types exactly TEXT, then `pane send-keys ... Enter`; both print nothing on
+        success. Never `-- TEXT`: herdr keeps a `--` there and types it. herdr's own state comes with every
+        listing (`agent_status`), so it needs no capture."""
         if agent.pane_id is None:
             return SendResult(False, f"herdr gave no pane id for {agent.name}")
-        calls = ([["pane", "send-text", agent.pane_id, "--", text]] if text else []) + (
+        calls = [["pane", "send-text", agent.pane_id, piece] for piece in text_pieces(text)] + (
             [["pane", "send-keys", agent.pane_id, "Enter"]] if enter else [])
         for call in calls:
             result = run(_argv(server, *call), timeout=ctx.timeout, env=ctx.env)
             if result.returncode != 0 or result.stdout.strip() or result.stderr.strip():
                 return SendResult(False, f"herdr pane {call[1]} failed", failure=Failure(self.name, server, result))
         return SendResult(True, f"sent {len(text)} characters to {agent.name}" + (" and Enter" if enter else ""))
+
+
+# herdr takes these words for its own options wherever they stand before a `--` (src/session.rs, `--session`;
+# src/remote/attach.rs, the remote flags; 0.9 adds `--machine`), also where they are the text of `pane send-text`.
+GLOBAL_OPTIONS = ("--session", "--remote", "--remote-keybindings", "--handoff", "--machine")
+
+
+def taken_by_herdr(word: str) -> bool:
+    return any(word == flag or word.startswith(flag + "=") for flag in GLOBAL_OPTIONS)
+
+
+def text_pieces(text: str) -> list[str]:
+    """The text as the words `pane send-text` is given, one call each: herdr types each as it is (a text that is
+    exactly `--` included). A text herdr would take for its own option (`--session=x`) goes as `-` and then the
+    rest (`-session=x`), which no option of herdr's matches: the pane gets the same characters, in order."""
+    if not text:
+        return []
+    if taken_by_herdr(text):
+        return [text[0], text[1:]]
+    return [text]

@@ -12,11 +12,11 @@ MARKERS = (
     "HERDR_WORKSPACE_ID", "HERDR_TAB_ID", "HERDR_PANE_ID", "HERDR_STARTUP_CWD", "HERDR_PLUGIN_*",
 )
 # herdr takes `--session NAME` / `--session=NAME` anywhere before a literal `--`; refused after it too, to be safe.
-# `--remote HOST` attaches to a herdr server on another machine. `session stop|delete NAME [--json]` name their
-# session themselves, past --session; `session attach NAME` does too (herdr reads it only without a --session
-# before it, which mam always puts there, but another version may not).
+# `--remote HOST` attaches to a herdr server on another machine; so does 0.9's `--machine NAME`.
+# `session stop|delete NAME [--json]` name their session themselves, past --session; `session attach NAME` does
+# too (herdr reads it only without a --session before it, which mam always puts there, but another version may not).
 SERVER_OPTIONS = ServerOptions(
-    names=("--session", "--remote"), valued=("--remote-keybindings",),
+    names=("--session", "--remote", "--machine"), valued=("--remote-keybindings",),
     commands=(ServerCommand(("session", "stop"), flags=("--json",)),
               ServerCommand(("session", "delete"), flags=("--json",)),
               ServerCommand(("session", "attach"))))

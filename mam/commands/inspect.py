@@ -40,19 +40,23 @@ def backends_document(app: App) -> dict[str, Any]:
     entries: list[dict[str, Any]] = []
     for spec in specs:
         path = shutil.which(spec.executable, path=app.backend_env.get("PATH")) if spec.executable else None
-        version, error = None, None
+        version, error, supported = None, None, None
         try:
             backend = plugins.backend(spec.name)
             version = backend.version(ctx) if path else None
+            # the backend's optional `supported(version)`: whether mam is tested against that release
+            check = getattr(backend, "supported", None)
+            supported = bool(check(version)) if check is not None and version is not None else None
         except MamError as exc:
             error = exc.message
         entries.append({"name": spec.name, "provider": spec.provider, "description": spec.description,
                         "executable": spec.executable, "binary": path, "found": path is not None,
-                        "version": version, "default": spec.name == app.backend_name, "error": error})
+                        "version": version, "supported": supported, "default": spec.name == app.backend_name,
+                        "error": error})
     for problem in plugins.problems:
         entries.append({"name": problem.plugin, "provider": problem.provider, "description": None,
-                        "executable": None, "binary": None, "found": False, "version": None, "default": False,
-                        "error": problem.error})
+                        "executable": None, "binary": None, "found": False, "version": None, "supported": None,
+                        "default": False, "error": problem.error})
     return {"schema": 1, "backends": entries}
 
 

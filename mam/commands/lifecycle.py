@@ -382,7 +382,7 @@ def launch(app: App, key: RowKey, token: str, request: SpawnRequest, ctx: CallCo
         if result.failure is not None:
             detail += ": " + app.plugins.classify(backend, result.failure).message
         detail = hide_values(detail, assignments or [])
-        if may_have_started(result.failure):  # never record as gone what may be running
+        if result.unsettled or may_have_started(result.failure):  # never record as gone what may be running
             raise MamError("operation_failed", f"{backend_name} gave no clear answer to starting {name}: {detail}",
                            hint=UNSETTLED)
         settle({"status": "terminated", "terminated_at": registry.timestamp(), "terminated_reason": detail})

@@ -82,7 +82,7 @@ def find_drifts(rows: list[Row], outcomes: Mapping[ServerKey, ServerOutcome], ad
         if live == "absent" and row.active and row.key not in in_flight:
             drifts.append(Drift("A", row.name, row.backend, row.server, row.status, live, "mark_terminated",
                                 reason=_absence_reason(row, outcome), seen=snapshot(row), host=row.host))
-        elif live == "alive" and not row.active:
+        elif live == "alive" and (not row.active or row.status == "starting"):  # a start with no clear answer
             drifts.append(Drift("C", row.name, row.backend, row.server, row.status, live, "mark_running",
                                 seen=snapshot(row), host=row.host))
     for (backend, server, host), outcome in outcomes.items():

@@ -30,7 +30,7 @@ from mam.commands.lifecycle import (
     spawn_request,
     with_env,
 )
-from mam.commands.rows import rows_named, rows_on, snapshot
+from mam.commands.rows import rows_named, rows_on, snapshot, unchanged_rows
 from mam.commands.status import live_agent
 from mam.errors import MamError
 from mam.names import check_name
@@ -333,6 +333,39 @@ def _bootstrap(app: App, key: ServerKey, steps: list[Step], progress: bool) -> N
             step.outcome, step.message = "failed", exc.message
 
 
+def _brought_back(app: App, key: ServerKey, steps: list[Step]) -> None:
+    """A server that starts may bring agents back itself (herdr resumes those that reported a session,
+    `resume_agents_on_restore`): those are listed now, and starting them again would make a second copy. Their
+    rows become `running` (only while still as the plan read them); they are not started."""
+    if not any(s.outcome == "would_restore" for s in steps):
+        return
+    outcome = outcomes_for(app, {key})[key]
+    listed = {a.name: a for a in outcome.agents if a.name is not None}
+    back = [s for s in steps if s.outcome == "would_restore" and s.row.name in listed]
+    if outcome.state is not ServerState.UP or not back:
+        return
+    seen = {s.row.key: s.seen for s in back}
+
+    def change(document: dict[str, Any], rows: tuple[Row, ...]) -> bool:
+        written = False
+        for row in unchanged_rows(rows, seen):
+            agent = listed[row.name]
+            row.raw["status"] = "running"
+            pane = {k: v for k, v in (("cwd", agent.cwd), ("id", agent.pane_id)) if v is not None}
+            if pane:
+                row.raw["pane"] = pane
+            written = True
+        return written
+
+    try:
+        registry.update(app.workspace.registry_path, app.row_default_backend, change)
+    except MamError:
+        pass  # the rows stay as they were; the agents run all the same
+    for step in back:
+        step.outcome, step.pane_id = "running", listed[step.row.name].pane_id
+        step.message = f"its server brought it back when it started: {step.row.backend} resumed it itself"
+
+
 def restore_plan(app: App, names: list[str], all_rows: bool, server: str | None = None,
                  host: str | None = None, trust: SpecTrust | None = None
                  ) -> tuple[list[Step], dict[ServerKey, ServerOutcome]]:
@@ -376,6 +409,7 @@ def run_plan(app: App, steps: list[Step], progress: bool = False, trust: SpecTru
             down.setdefault(step.row.server_key, []).append(step)
     for key, on_it in sorted(down.items()):
         _bootstrap(app, key, on_it, progress)
+        _brought_back(app, key, on_it)
     for step in todo:
         if step.outcome == "would_restore":
             _restore(_app_for(app, step.row.backend), step, progress, trust)

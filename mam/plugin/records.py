@@ -144,6 +144,9 @@ class SpawnResult:
     message: str
     pane_id: str | None = None
     failure: Failure | None = None
+    # Not ok, but the multiplexer said the start may still finish (herdr's `timeout`): the row stays `starting`
+    # for reconcile to settle from the listing, never recorded as failed.
+    unsettled: bool = False
 
 
 @dataclass(frozen=True)
