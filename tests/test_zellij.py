@@ -174,7 +174,7 @@ def test_a_live_session_zellij_says_for_a_moment_it_cannot_find_is_unknown(ws: W
 def test_both_zellij_releases_mam_supports(ws: Workspace, zellij: Zellij, version: str) -> None:
     ws.env["FAKE_ZELLIJ_VERSION"] = version
     backends = {b["name"]: b for b in ws.mam_json("backends")["backends"]}
-    assert backends["zellij"]["version"] == f"zellij {version}"
+    assert (backends["zellij"]["version"], backends["zellij"]["supported"]) == (f"zellij {version}", True)
     proc = ws.mam("spawn", "helper", "--json", "--server", "work", "--cwd", str(ws.root), "--command", "sleep 600")
     assert proc.returncode == 0, proc.stderr
     assert ws.mam_json("send", "helper", "hi", "--enter")["enter"] is True
@@ -184,6 +184,12 @@ def test_both_zellij_releases_mam_supports(ws: Workspace, zellij: Zellij, versio
                              capture_output=True, text=True, timeout=20)
     assert renamed.returncode == (2 if version == "0.45.1" else 0)
     assert ("no client is attached" in renamed.stderr) == (version == "0.45.1")
+
+
+def test_backends_says_a_zellij_release_mam_is_not_tested_against(ws: Workspace, zellij: Zellij) -> None:
+    ws.env["FAKE_ZELLIJ_VERSION"] = "0.43.1"
+    backends = {b["name"]: b for b in ws.mam_json("backends")["backends"]}
+    assert (backends["zellij"]["version"], backends["zellij"]["supported"]) == ("zellij 0.43.1", False)
 
 
 def test_a_run_that_prints_no_pane_id_finds_its_pane_by_its_name(ws: Workspace, zellij: Zellij) -> None:

@@ -34,6 +34,14 @@ from mam_zellij.plugin import MARKERS  # declared once, in the BackendSpec
 T = TypeVar("T")
 
 EXECUTABLE = "zellij"
+# The release lines mam is tested against (docs/backends.md, Supported versions): 0.44 brought
+# `list-panes --json` and `run` printing the pane id, which mam relies on.
+SUPPORTED = ((0, 44), (0, 45))
+
+
+def is_supported(version: str) -> bool:
+    found = re.search(r"(\d+)\.(\d+)\.(\d+)", version)
+    return found is not None and (int(found[1]), int(found[2])) in SUPPORTED
 NO_SESSIONS = "No active zellij sessions found."
 # Parsed from the right: names may contain spaces.
 _LINE = re.compile(r"^(?P<name>.*) \[Created (?P<age>.+?) ago\] ?"
@@ -183,6 +191,10 @@ class ZellijBackend:
             return None
         state = "exited (resurrectable)" if failure.server in sessions else "not running"
         return ServerError(ErrorKind.SERVER_DOWN, f"zellij session {failure.server} is {state}")
+
+    def supported(self, version: str) -> bool:
+        """Whether `zellij --version`'s line names a release mam is tested against."""
+        return is_supported(version)
 
     def version(self, ctx: CallContext) -> str | None:
         result = self._run(["--version"], timeout=ctx.timeout, env=ctx.env)
