@@ -323,12 +323,14 @@ class Plugins:
         can run: the backend has no such method and no plugin but the core's implements its hook. A plugin that
         implements it may answer for a backend without the method (a wrapper); when it does not, the core's
         own implementation refuses the same way."""
+        self.read_entry_points()  # a plugin that declares no backend (a wrapper) is imported for operations too
         hook = getattr(self.pm.hook, _HOOK_OF[operation])
         if any(impl.plugin_name != CORE_PLUGIN for impl in hook.get_hookimpls()):
             return
         optional_operation(backend, operation)
 
     def client_argv(self, backend: Backend, server: str, args: list[str]) -> list[str] | None:
+        self.read_entry_points()  # as for the other operations: every plugin may answer
         result: list[str] | None = self.pm.hook.mam_client_argv(backend=backend, server=server, args=args)
         return result
 
