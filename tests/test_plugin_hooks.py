@@ -232,7 +232,7 @@ REGISTERING = {
     "mam_future_plugin.py": f'''
         from mam.api import BackendSpec, hookimpl
 
-        MAM_HOOK_API = {mam.plugin.spec.HOOK_API + 1}
+        NEEDS_HOOK_API = {mam.plugin.spec.HOOK_API + 1}
 
         @hookimpl
         def mam_backends():
@@ -241,14 +241,14 @@ REGISTERING = {
     "mam_current_plugin.py": f'''
         from mam.api import BackendSpec, hookimpl
 
-        MAM_HOOK_API = {mam.plugin.spec.HOOK_API}
+        NEEDS_HOOK_API = {mam.plugin.spec.HOOK_API}
 
         @hookimpl
         def mam_backends():
             return [BackendSpec("current", "written for this mam", None, lambda: None)]
     ''',
     "mam_oddapi_plugin.py": '''
-        MAM_HOOK_API = "2"
+        NEEDS_HOOK_API = "2"
     ''',
 }
 
@@ -271,7 +271,7 @@ def test_registration_refuses_bad_names_and_newer_hook_apis(ws: Workspace, regis
                                  "'.', '_' or '-', starting with a letter or digit)")
     api = mam.plugin.spec.HOOK_API
     assert errors["future"] == f"needs mam hook API {api + 1}, and this mam has hook API {api}: upgrade mam"
-    assert errors["oddapi"] == "MAM_HOOK_API must be a whole number of at least 1, not \"'2'\""
+    assert errors["oddapi"] == "NEEDS_HOOK_API must be a whole number of at least 1, not '2'"
     assert errors["current"] is None  # a plugin written for this very API loads
     assert "-x" not in errors
 

@@ -73,13 +73,13 @@ _HOOK_OF = {"spawn": "mam_spawn_agent", "stop": "mam_stop_agent", "send_text": "
 
 
 def _hook_api_problem(plugin: Any) -> str | None:
-    """A plugin may say which hook API it needs (`MAM_HOOK_API = 3`): a mam older than that is a load problem
+    """A plugin may say which hook API it needs (`NEEDS_HOOK_API = 3`): a mam older than that is a load problem
     that says so, instead of hooks that are silently never called."""
-    needed = getattr(plugin, "MAM_HOOK_API", None)
+    needed = getattr(plugin, "NEEDS_HOOK_API", None)
     if needed is None:
         return None
     if not isinstance(needed, int) or isinstance(needed, bool) or needed < 1:
-        return f"MAM_HOOK_API must be a whole number of at least 1, not {shown(repr(needed))}"
+        return f"NEEDS_HOOK_API must be a whole number of at least 1, not {repr(needed)[:80]}"
     if needed > hookspecs.HOOK_API:
         return f"needs mam hook API {needed}, and this mam has hook API {hookspecs.HOOK_API}: upgrade mam"
     return None

@@ -31,7 +31,7 @@ from mam.api import (
     hookimpl,
 )
 
-MAM_HOOK_API = HOOK_API  # the version of the hook set it was written for: an older mam refuses to load it
+NEEDS_HOOK_API = HOOK_API  # the version of the hook set it was written for: an older mam refuses to load it
 
 
 def _log(hook: str, backend: Backend | None = None, **facts: object) -> None:
