@@ -101,6 +101,21 @@ def test_a_wrapper_answers_the_operations_of_a_backend_without_them(ws: Workspac
         assert any(c["hook"] == hook and c["backend"] == "echo" for c in calls), hook
 
 
+def test_a_wrapper_that_declines_leaves_the_refusal_to_the_core(ws: Workspace, wrap_env: dict[str, str]) -> None:
+    """Without $MAM_WRAP_STATE the wrapper returns None for echo too: the core refuses, and says why; the row
+    it had claimed is settled (nothing was started), not left `starting`."""
+    env = {k: v for k, v in wrap_env.items() if k != "MAM_WRAP_STATE"}
+    proc = ws.mam("--backend", "echo", "spawn", "z", "--command", "sleep 60", "--server", "e1", env=env)
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("mam: echo did not start z: backend echo cannot start agents"), proc.stderr
+    row = ws.mam_json("status", env=env)["sessions"][0]
+    assert (row["name"], row["status"]) == ("z", "terminated")
+    ws.write_registry("sessions:\n  - {name: a, backend: echo, server: e1, status: running}\n")
+    for args in (["send", "a", "hi"], ["--backend", "echo", "stop", "--force", "a", "--server", "e1"]):
+        proc = ws.mam(*args, env=env)
+        assert proc.returncode == 1 and "mam: backend echo cannot " in proc.stderr, (args, proc.stderr)
+
+
 def test_the_other_hooks_are_called_by_the_commands_that_use_them(ws: Workspace, wrap_env: dict[str, str]) -> None:
     assert ws.mam("--backend", "echo", "bootstrap", "--server", "e1", env=wrap_env).returncode == 0
     doc = ws.mam_json("env", env={**wrap_env, "WRAP_SECRET": "x"})

@@ -102,6 +102,8 @@ class CoreDefaults:
 
     @hookimpl(trylast=True)
     def mam_spawn_agent(self, backend: Backend, server: str, request: SpawnRequest, ctx: CallContext) -> SpawnResult:
+        if getattr(backend, "spawn", None) is None:  # a plugin implementing the hook declined: nothing started
+            return SpawnResult(False, f"backend {backend.name} cannot {_OPERATIONS['spawn']}")
         result: SpawnResult = optional_operation(backend, "spawn")(server, request, ctx)
         return result
 
