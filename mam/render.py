@@ -352,7 +352,16 @@ def backends_text(doc: dict[str, Any]) -> str:
     supported = {True: "yes", False: "no", None: None}
     rows = [(("* " if b["default"] else "  ") + b["name"], b["provider"], b["binary"] or "not found",
              b["version"], supported[b.get("supported")], b["error"]) for b in doc["backends"]]
-    return table(("  NAME", "PROVIDER", "BINARY", "VERSION", "SUPPORTED", "ERROR"), rows, elastic=(1, 2, 5))
+    text = table(("  NAME", "PROVIDER", "BINARY", "VERSION", "SUPPORTED", "ERROR"), rows, elastic=(1, 2, 5))
+    return text + plugins_text(doc.get("plugins") or [])
+
+
+def plugins_text(plugins: list[dict[str, Any]]) -> str:
+    """The plugins that declare no backend (classifiers, wrappers), with the hooks each implements."""
+    if not plugins:
+        return ""
+    rows = [(p["name"], p["provider"], ", ".join(p["hooks"]) or "-") for p in plugins]
+    return "\n\n" + table(("PLUGIN", "PROVIDER", "HOOKS"), rows, elastic=(2,))
 
 
 def env_text(doc: dict[str, Any]) -> str:

@@ -170,7 +170,7 @@ class TestThirdPartyEchoContract(BackendContract):
     @pytest.fixture(autouse=True)
     def _installed(self, echo_site: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.syspath_prepend(str(echo_site))
-        monkeypatch.setenv("PYTHONPATH", str(echo_site))
+        monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(echo_site), os.environ.get("PYTHONPATH")])))
 
     @pytest.fixture
     def backend(self, _installed: None) -> Backend:

@@ -48,7 +48,9 @@ def plugin_env(ws: Workspace, tmp_path: Path, echo_site: Path) -> dict[str, str]
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: mam-test-plugins\nVersion: 2.5.0\n")
     (dist / "entry_points.txt").write_text(
         "[mam.backends]\n" + "".join(f"{k} = {v}\n" for k, v in ENTRY_POINTS.items()))
-    return {**ws.env, "PYTHONPATH": f"{echo_site}{os.pathsep}{site}"}
+    # the mam under test stays importable (a worktree's own, when PYTHONPATH names it)
+    path = [str(echo_site), str(site), *filter(None, [ws.env.get("PYTHONPATH")])]
+    return {**ws.env, "PYTHONPATH": os.pathsep.join(path)}
 
 
 def test_broken_plugins_leave_herdr_working(ws: Workspace, plugin_env: dict[str, str]) -> None:

@@ -57,7 +57,8 @@ def backends_document(app: App) -> dict[str, Any]:
         entries.append({"name": problem.plugin, "provider": problem.provider, "description": None,
                         "executable": None, "binary": None, "found": False, "version": None, "supported": None,
                         "default": False, "error": problem.error})
-    return {"schema": 1, "backends": entries}
+    hooked = [{"name": p.name, "provider": p.provider, "hooks": list(p.hooks)} for p in plugins.hook_plugins()]
+    return {"schema": 1, "backends": entries, "plugins": hooked}
 
 
 def env_document(app: App) -> dict[str, Any]:

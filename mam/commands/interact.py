@@ -88,9 +88,7 @@ def send_document(app: App, name: str, text: str, enter: bool, server: str | Non
     check_text(text, enter)
     row = _row(app, name, server, host)
     backend = app.plugins.backend(row.backend)
-    from mam.plugin.builtin import optional_operation
-
-    optional_operation(backend, "send_text")  # a backend that cannot type is refused before anything runs
+    app.plugins.require(backend, "send_text")  # a backend that cannot type is refused before anything runs
     agent = _live_agent(app, row)
     with remote_route(app.route(row.host)):  # typed where the agent runs
         result = app.plugins.send_text(backend, row.server, agent, text, enter, call_context(app))

@@ -20,7 +20,6 @@ from mam.commands.rows import rows_named, snapshot, unchanged_rows
 from mam.commands.status import checked_host, host_key, session_entry
 from mam.errors import MamError
 from mam.names import check_name
-from mam.plugin.builtin import optional_operation
 from mam.plugin.records import Agent, BackendSpec, CallContext, Failure, ServerOutcome, ServerState, SpawnRequest
 from mam.progress import waiting
 from mam.registry import Row, RowKey
@@ -177,11 +176,12 @@ def _write(app: App, change: registry.Change) -> registry.Registry:
 
 
 def _wait_listed(app: App, server: str, name: str, ctx: CallContext,
-                 host: str = "") -> tuple[Agent | None, ServerOutcome]:
-    """Poll, bounded, until the server lists `name`; the last outcome comes back for the caller to show."""
+                 host: str = "", backend: str | None = None) -> tuple[Agent | None, ServerOutcome]:
+    """Poll, bounded, until the server (of `backend`, else the selected one) lists `name`; the last outcome comes
+    back for the caller to show."""
     deadline = time.monotonic() + app.bootstrap_wait
     while True:
-        outcome = query_server(app.plugins, app.backend_name, server, ctx, host or None)
+        outcome = query_server(app.plugins, backend or app.backend_name, server, ctx, host or None)
         agent = next((a for a in outcome.agents if a.name == name), None)
         if agent is not None or time.monotonic() >= deadline:
             return agent, outcome
@@ -388,7 +388,7 @@ def launch(app: App, key: RowKey, token: str, request: SpawnRequest, ctx: CallCo
         settle({"status": "terminated", "terminated_at": registry.timestamp(), "terminated_reason": detail})
         raise MamError("operation_failed", f"{backend_name} did not start {name}: {detail}")
     with waiting(f"waiting for {where} to list {name}", progress):
-        listed, outcome = _wait_listed(app, server, name, ctx, host)
+        listed, outcome = _wait_listed(app, server, name, ctx, host, backend_name)
     if listed is None:
         if outcome.state is ServerState.UNKNOWN:
             reason = outcome.error.message if outcome.error else "no answer"
@@ -437,7 +437,7 @@ def _spawn(app: App, name: str, agent: str | None, server: str, cwd: str | None,
     backend = app.plugins.backend(app.backend_name)
     spec = app.plugins.spec(app.backend_name)
     refuse_unkept_name(spec, name)
-    optional_operation(backend, "spawn")  # refuse before any server is started for nothing
+    app.plugins.require(backend, "spawn")  # refuse before any server is started for nothing
     # The program is looked up where the agent will run: here only (on another host, a program that is not
     # there ends at once, which the backend's start reports with its exit status).
     missing = missing_program(argv[0], app.server_env, directory) if spec.program_check and not there else None
@@ -519,7 +519,7 @@ def _stop(app: App, name: str, server: str | None, force: bool, progress: bool, 
                        hint=f"`mam --backend {backend_name} stop --force {name} --server {target}` asks that "
                             "server anyway")
     backend = app.plugins.backend(backend_name)
-    optional_operation(backend, "stop")  # a backend that cannot stop must not get the row marked terminated
+    app.plugins.require(backend, "stop")  # a backend that cannot stop must not get the row marked terminated
     ctx = CallContext(timeout=app.timeout, env=app.backend_env)
     on = f" on {there}" if there else ""
     with waiting(f"closing {name} on {backend_name} server {target}{on}", progress):

@@ -10,7 +10,6 @@ and runs only with the user's consent (`--trust-spec`, or a yes at a terminal), 
 
 from __future__ import annotations
 
-import dataclasses
 import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -136,15 +135,6 @@ def is_candidate(row: Row, live: str, named: bool) -> bool:
     if row.status == "terminated" or (row.status == "running" and live != "alive"):
         return True
     return named and not row.active
-
-
-def _app_for(app: App, backend: str) -> App:
-    """The command's context with `backend` selected: start_server and the listing wait use the selected one."""
-    if backend == app.backend_name:
-        return app
-    other = dataclasses.replace(app, backend_flag=backend)
-    other.__dict__["plugins"] = app.plugins  # one plugin manager per command
-    return other
 
 
 def _argv(step: Step, library: Library, app: App) -> tuple[str, ...]:
@@ -327,7 +317,7 @@ def _bootstrap(app: App, key: ServerKey, steps: list[Step], progress: bool) -> N
         if app.env.get("MAM_NO_AUTOSTART") == "1":
             raise MamError("operation_failed", f"{where} is down and MAM_NO_AUTOSTART=1")
         with waiting(f"starting {where}", progress):
-            start_server(_app_for(app, backend), server, host or None)
+            start_server(app, server, host or None, backend)
     except MamError as exc:
         for step in steps:
             step.outcome, step.message = "failed", exc.message
@@ -412,7 +402,7 @@ def run_plan(app: App, steps: list[Step], progress: bool = False, trust: SpecTru
         _brought_back(app, key, on_it)
     for step in todo:
         if step.outcome == "would_restore":
-            _restore(_app_for(app, step.row.backend), step, progress, trust)
+            _restore(app, step, progress, trust)
 
 
 def plan_summary(steps: list[Step]) -> dict[str, int]:

@@ -27,6 +27,8 @@ from mam.plugin.records import (
 )
 from mam.plugin.spec import hookimpl
 
+CORE_PLUGIN = "mam.plugin.builtin"  # the name the core's own implementations are registered under
+
 
 def _first_line(text: str) -> str:
     return next((line.strip() for line in text.splitlines() if line.strip()), "")
@@ -69,8 +71,9 @@ _OPERATIONS = {"spawn": "start agents", "stop": "stop agents", "client_argv": "r
 
 
 def optional_operation(backend: Backend, method: str) -> Callable[..., Any]:
-    """A backend's optional method (`spawn`, `stop`, `client_argv`), or a clear error when it has none.
-    Commands call this before they start anything, so no server is started for an operation that cannot run."""
+    """A backend's optional method (`spawn`, `stop`, `client_argv`, `send_text`), or a clear error when it has
+    none. The core's own hook implementations call it, after every plugin's; commands ask `Plugins.require`
+    before they start anything, which lets a plugin that implements the hook answer for such a backend."""
     operation = getattr(backend, method, None)
     if operation is None:
         raise MamError("operation_failed", f"backend {backend.name} cannot {_OPERATIONS[method]}",
@@ -99,6 +102,8 @@ class CoreDefaults:
 
     @hookimpl(trylast=True)
     def mam_spawn_agent(self, backend: Backend, server: str, request: SpawnRequest, ctx: CallContext) -> SpawnResult:
+        if getattr(backend, "spawn", None) is None:  # a plugin implementing the hook declined: nothing started
+            return SpawnResult(False, f"backend {backend.name} cannot {_OPERATIONS['spawn']}")
         result: SpawnResult = optional_operation(backend, "spawn")(server, request, ctx)
         return result
 

@@ -2,15 +2,30 @@
 
 from __future__ import annotations
 
-from mam.plugin.records import Agent, Backend, CallContext, ErrorKind, Failure, StopResult
+from contextvars import ContextVar
+from typing import Protocol
+
+from mam.plugin.records import Agent, Backend, CallContext, ErrorKind, Failure, ServerError, StopResult
+
+
+class Hooks(Protocol):
+    def list_agents(self, backend: Backend, server: str, ctx: CallContext) -> tuple[Agent, ...] | Failure: ...
+
+    def classify(self, backend: Backend, failure: Failure) -> ServerError: ...
+
+
+# The plugin manager whose stop hook is running: its listing and classification go through the hooks (and the
+# core's process facts), never around them. Unset when a backend is driven alone (the conformance kit).
+ACTIVE_HOOKS: ContextVar[Hooks | None] = ContextVar("mam_active_hooks", default=None)
 
 
 def find_for_stop(backend: Backend, server: str, name: str, ctx: CallContext) -> Agent | StopResult:
     """The live agent `name` with a pane id, or the StopResult to return when there is nothing to close:
     the server is down or the agent is gone (not an error), or the server could not be listed (an error)."""
-    listing = backend.list_agents(server, ctx)
+    hooks = ACTIVE_HOOKS.get()
+    listing = hooks.list_agents(backend, server, ctx) if hooks is not None else backend.list_agents(server, ctx)
     if isinstance(listing, Failure):
-        down = backend.classify(listing)
+        down = hooks.classify(backend, listing) if hooks is not None else backend.classify(listing)
         if down is not None and down.kind is ErrorKind.SERVER_DOWN:
             return StopResult(False, f"{backend.name} server {server} is down")
         return StopResult(False, f"could not list the agents of {backend.name} server {server}", failure=listing)

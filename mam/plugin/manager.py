@@ -7,15 +7,21 @@ One broken third-party plugin never takes the CLI down: its failure is recorded 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterable, Mapping
+import sys
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import pluggy
 
 from mam.errors import MamError
+from mam.names import is_valid_name, shown
 from mam.plugin import spec as hookspecs
-from mam.plugin.builtin import CoreDefaults, process_classification
+from mam.plugin.builtin import CORE_PLUGIN, CoreDefaults, optional_operation, process_classification
+from mam.plugin.listing import ACTIVE_HOOKS
 from mam.plugin.records import (
     Agent,
     AgentState,
@@ -48,9 +54,35 @@ class LoadProblem:
     error: str  # the first line of the error
 
 
+@dataclass(frozen=True)
+class HookPlugin:
+    """A loaded plugin that declares no backend (a classifier, a wrapper), for `mam backends`."""
+
+    name: str
+    provider: str
+    hooks: tuple[str, ...]  # the hooks it implements, sorted
+
+
 def _first_line(exc: BaseException) -> str:
     text = f"{type(exc).__name__}: {exc}"
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+_HOOK_OF = {"spawn": "mam_spawn_agent", "stop": "mam_stop_agent", "send_text": "mam_send_text",
+            "client_argv": "mam_client_argv"}
+
+
+def _hook_api_problem(plugin: Any) -> str | None:
+    """A plugin may say which hook API it needs (`NEEDS_HOOK_API = 3`): a mam older than that is a load problem
+    that says so, instead of hooks that are silently never called."""
+    needed = getattr(plugin, "NEEDS_HOOK_API", None)
+    if needed is None:
+        return None
+    if not isinstance(needed, int) or isinstance(needed, bool) or needed < 1:
+        return f"NEEDS_HOOK_API must be a whole number of at least 1, not {repr(needed)[:80]}"
+    if needed > hookspecs.HOOK_API:
+        return f"needs mam hook API {needed}, and this mam has hook API {hookspecs.HOOK_API}: upgrade mam"
+    return None
 
 
 def _names_in(env: Mapping[str, str], var: str) -> set[str]:
@@ -90,11 +122,36 @@ class Plugins:
         self._entry_point_cache: dict[str, EntryPoint] | None = None
         self._deselected: dict[str, str] = {}  # entry point name -> the variable that keeps it out
         self._loaded: set[str] = set()
-        self._register(CoreDefaults(), "mam.plugin.builtin", "mam (built in)")
+        self._providers: dict[str, str] = {}  # registered plugin name -> where it came from
+        if env.get("MAM_TRACE_PLUGINS") == "1":
+            self._trace()
+        self._register(CoreDefaults(), CORE_PLUGIN, "mam (built in)")
         for module_name in BUILTIN_PLUGINS:
             self._register(importlib.import_module(module_name), module_name, "mam (built in)")
 
+    def _trace(self) -> None:
+        """MAM_TRACE_PLUGINS=1: one line on stderr per hook call: the hook, the backend it was called for, the
+        plugins that implement it (in calling order) and how long the call took. Listings run in parallel
+        threads and hooks nest (stop lists), so each thread keeps its own stack of start times."""
+        started = threading.local()
+
+        def before(hook_name: str, impls: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
+            started.__dict__.setdefault("stack", []).append(time.monotonic())
+
+        def after(outcome: Any, hook_name: str, impls: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
+            elapsed = time.monotonic() - started.stack.pop()
+            backend = getattr(kwargs.get("backend"), "name", None)
+            who = ",".join(impl.plugin_name for impl in reversed(impls))
+            sys.stderr.write(f"mam: trace {hook_name}" + (f" backend={backend}" if backend else "")
+                             + f" plugins={who} {elapsed * 1000:.1f}ms\n")
+
+        self.pm.add_hookcall_monitoring(before, after)
+
     def _register(self, plugin: Any, name: str, provider: str) -> None:
+        too_old = _hook_api_problem(plugin)
+        if too_old is not None:  # registered, its hooks would run against a set they were not written for
+            self.problems.append(LoadProblem(name, provider, too_old))
+            return
         try:
             self.pm.register(plugin, name=name)
             self.pm.check_pending()  # a misspelled hook is an error, not a silently ignored function
@@ -104,13 +161,29 @@ class Plugins:
                 self.pm.unregister(plugin)
             self.problems.append(LoadProblem(name, provider, _first_line(exc)))
             return
+        self._providers[name] = provider
         for spec in declared:
+            if not is_valid_name(spec.name):  # --backend could never select it
+                self.problems.append(LoadProblem(name, provider, f"backend name {shown(spec.name)} is not a name "
+                                                 "--backend can select (1-64 letters, digits, '.', '_' or '-', "
+                                                 "starting with a letter or digit)"))
+                continue
             if spec.name in self._specs:
                 other = self._specs[spec.name].provider
                 self.problems.append(LoadProblem(
                     name, provider, f"backend name {spec.name!r} is declared by both {other} and {provider}"))
                 continue
             self._specs[spec.name] = replace(spec, provider=provider)
+
+    def hook_plugins(self) -> list[HookPlugin]:
+        """The loaded plugins that declare no backend, with the hooks each implements (after read_entry_points)."""
+        found = []
+        for name, plugin in self.pm.list_name_plugin():
+            if name == CORE_PLUGIN or plugin is None or self._declared_by(plugin) or name not in self._providers:
+                continue
+            hooks = tuple(sorted(caller.name for caller in self.pm.get_hookcallers(plugin) or ()))
+            found.append(HookPlugin(name, self._providers[name], hooks))
+        return sorted(found, key=lambda p: p.name)
 
     @staticmethod
     def _declared_by(plugin: Any) -> list[BackendSpec]:
@@ -233,10 +306,31 @@ class Plugins:
         return result
 
     def stop(self, backend: Backend, server: str, name: str, ctx: CallContext) -> StopResult:
-        result: StopResult = self.pm.hook.mam_stop_agent(backend=backend, server=server, name=name, ctx=ctx)
+        with self._active():  # find_for_stop lists and classifies through these hooks
+            result: StopResult = self.pm.hook.mam_stop_agent(backend=backend, server=server, name=name, ctx=ctx)
         return result
 
+    @contextmanager
+    def _active(self) -> Iterator[None]:
+        token = ACTIVE_HOOKS.set(self)
+        try:
+            yield
+        finally:
+            ACTIVE_HOOKS.reset(token)
+
+    def require(self, backend: Backend, operation: str) -> None:
+        """Refuse, before anything starts, an operation (`spawn`, `stop`, `send_text`, `client_argv`) that nothing
+        can run: the backend has no such method and no plugin but the core's implements its hook. A plugin that
+        implements it may answer for a backend without the method (a wrapper); when it does not, the core's
+        own implementation refuses the same way."""
+        self.read_entry_points()  # a plugin that declares no backend (a wrapper) is imported for operations too
+        hook = getattr(self.pm.hook, _HOOK_OF[operation])
+        if any(impl.plugin_name != CORE_PLUGIN for impl in hook.get_hookimpls()):
+            return
+        optional_operation(backend, operation)
+
     def client_argv(self, backend: Backend, server: str, args: list[str]) -> list[str] | None:
+        self.read_entry_points()  # as for the other operations: every plugin may answer
         result: list[str] | None = self.pm.hook.mam_client_argv(backend=backend, server=server, args=args)
         return result
 
