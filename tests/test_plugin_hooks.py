@@ -140,13 +140,13 @@ def _wrapped_plugins(monkeypatch: pytest.MonkeyPatch, echo_site: Path, wrap_site
 
 def test_state_hooks_answer_for_a_backend_without_states(monkeypatch: pytest.MonkeyPatch, echo_site: Path,
                                                          wrap_site: Path, tmp_path: Path) -> None:
-    from mam.commands.state import server_states
+    from mam.commands.state import server_states, settle
     from mam.kinds.library import load_library
 
     plugins = _wrapped_plugins(monkeypatch, echo_site, wrap_site, tmp_path)
     agents = (Agent("a", agent="echo"), Agent("b", agent="wrapped"))
     ctx = CallContext(timeout=5, env={})
-    states = server_states(plugins, lambda: load_library(None), "echo", "e1", agents, {}, ctx)
+    states = settle(server_states(plugins, "echo", "e1", agents, {}, ctx), lambda: load_library(None))
     assert states["b"].source == "backend" and states["b"].state == "idle"  # mam_agent_state
     assert states["a"].source == "screen"  # mam_capture_panes: the wrapper's dead pane
     calls = _called({"MAM_WRAP_LOG": str(tmp_path / "wrap-log")})
