@@ -22,10 +22,13 @@ import pytest
 FAKES = Path(__file__).parent / "fakes"
 # Variables of the developer's own session that must never reach a test's mam or fake.
 _LEAKY_PREFIXES = ("MAM_", "HERDR_", "TMUX", "ZELLIJ", "CLAUDE", "CODEX_", "WORKSPACE_ROOT")
+# The terminal's size, which mam's tables fit to: pytest-xdist sets COLUMNS=80 in its workers, so a test that
+# wants a width sets it itself.
+_TERMINAL = ("COLUMNS", "LINES")
 
 
 def clean_environ() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith(_LEAKY_PREFIXES)}
+    return {k: v for k, v in os.environ.items() if not k.startswith(_LEAKY_PREFIXES) and k not in _TERMINAL}
 
 
 def base_env(home: Path, **variables: str) -> dict[str, str]:

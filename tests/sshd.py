@@ -174,23 +174,37 @@ def sshd_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
         # sshd running as root wants its privilege separation directory (systemd normally makes it).
         os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
     root = tmp_path_factory.mktemp("sshd")
-    port = _free_port()
     _keygen(root / "host_ed25519")
     _keygen(root / "user_ed25519")
     _keygen(root / "wrong_ed25519")
     (root / "authorized_keys").write_text((root / "user_ed25519.pub").read_text())
+    home = root / "home"
+    home.mkdir()
+    from conftest import base_env
+
+    # Each pytest-xdist worker runs its own sshd: a port another one took between _free_port() and sshd's
+    # bind is tried again on a new port.
+    for attempt in range(3):
+        port = _free_port()
+        _configure(root, port)
+        server = Sshd(root, port, root / "ssh_config", root / "wrong_key_config", base_env(home))
+        try:
+            server.start()
+            break
+        except RuntimeError:
+            server.stop()
+            if attempt == 2 or "Address already in use" not in server.log.read_text():
+                raise
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def _configure(root: Path, port: int) -> None:
+    """The files of an sshd on `port`: its config, the client configs and the known host key."""
     host_key = (root / "host_ed25519.pub").read_text().split()
     (root / "known_hosts").write_text(f"[127.0.0.1]:{port} {host_key[0]} {host_key[1]}\n")
     (root / "sshd_config").write_text(_server_config(root, port))
     _client_config(root / "ssh_config", root, port, root / "user_ed25519")
     _client_config(root / "wrong_key_config", root, port, root / "wrong_ed25519")
-    home = root / "home"
-    home.mkdir()
-    from conftest import base_env
-
-    server = Sshd(root, port, root / "ssh_config", root / "wrong_key_config", base_env(home))
-    try:
-        server.start()
-        yield server
-    finally:
-        server.stop()
