@@ -291,8 +291,16 @@ class ZellijKit:
 
     def run(self, *args: str, check: bool = False) -> subprocess.CompletedProcess[str]:
         env = {k: v for k, v in self.env.items() if k not in ("ZELLIJ", "ZELLIJ_SESSION_NAME", "ZELLIJ_PANE_ID")}
-        return subprocess.run(["zellij", *args], env=env, capture_output=True, text=True, timeout=30, check=check,
-                              stdin=subprocess.DEVNULL, cwd=self.root)
+        for _ in range(3):
+            done = subprocess.run(["zellij", *args], env=env, capture_output=True, text=True, timeout=30,
+                                  check=check, stdin=subprocess.DEVNULL, cwd=self.root)
+            # A busy real server can miss the liveness check a `--session` call makes first: zellij then says no
+            # session runs and sends nothing (the backend asks again the same way). Only that answer is retried.
+            if not (args[:1] == ("--session",) and done.returncode == 1 and not done.stdout
+                    and done.stderr.strip() == "There is no active session!"):
+                break
+            time.sleep(0.2)
+        return done
 
     def start(self, session: str, *flags: str) -> None:
         made = self.run("attach", "--create-background", *flags, session)

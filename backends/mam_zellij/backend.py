@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
@@ -151,7 +152,17 @@ class ZellijBackend:
     name = "zellij"
 
     def _run(self, args: list[str], *, timeout: float, env: Mapping[str, str], cwd: str | None = None) -> CommandResult:
-        return run([EXECUTABLE, *args], timeout=timeout, env=client_env(env), cwd=cwd)
+        result = run([EXECUTABLE, *args], timeout=timeout, env=client_env(env), cwd=cwd)
+        # A call that names its session first asks every session's server whether it is alive; a busy server can
+        # miss that check, and zellij then says no session runs and sends nothing (seen on 0.45 under load). Ask
+        # again, twice at most: a session that is really gone still says so, and is then read as before.
+        for _ in range(2):
+            if not (args[:1] == ["--session"] and result.returncode == 1 and not result.stdout
+                    and result.stderr.strip() == "There is no active session!"):
+                break
+            time.sleep(0.2)
+            result = run([EXECUTABLE, *args], timeout=timeout, env=client_env(env), cwd=cwd)
+        return result
 
     def _sessions(self, server: str, timeout: float,
                   env: Mapping[str, str]) -> tuple[dict[str, bool], CommandResult] | Failure:
