@@ -69,13 +69,13 @@ _SESSION_ID = re.compile(r"\$[0-9]+")
 # any of its windows is alive.
 _REMAINS_FORMAT = "#{session_id}" + SEP + "#{?@mam_pane,mam,}"
 _ALL_DEAD = "#{==:#{W:#{P:#{?pane_dead,,x}}},}"
-# What tmux knows of a pane for its state, printed before its capture: ids and numbers as they are, the command
-# (anyone's process name) escaped, last.
+# What tmux knows of a pane for its state, printed before its capture: ids and numbers as they are (the cursor's
+# row only while the cursor is shown, and the pane's height), the command (anyone's process name) escaped, last.
 FACTS_FORMAT = SEP.join(["#{pane_id}", "#{pane_dead}", "#{pane_dead_status}", "#{pane_dead_signal}",
                          "#{window_activity}", "#{session_attached}", "#{session_last_attached}",
-                         _escaped("pane_current_command")])
+                         "#{?cursor_flag,#{cursor_y},}", "#{pane_height}", _escaped("pane_current_command")])
 _FACTS = re.compile(rf"(%[0-9]+){SEP}([01]){SEP}([0-9]*){SEP}([0-9]*){SEP}([0-9]*){SEP}([0-9]*){SEP}([0-9]*){SEP}"
-                    rf"{_TEXT}")
+                    rf"([0-9]*){SEP}([0-9]*){SEP}{_TEXT}")
 # The header may start with the server's clock (strftime's %s, which display-message expands): activity times are
 # the server's, so idleness is measured on its clock, not on this machine's (another host's may differ).
 SERVER_CLOCK = "%s"
@@ -274,7 +274,7 @@ def parse_captures(stdout: str, nonce: str, pane_ids: list[str], now: float) -> 
         if match is None or match.group(2) != pane_id:
             raise ValueError(f"the capture header of pane {pane_id} does not parse")
         text = chunk[match.end():]
-        clock, _, dead, status, signal, activity, attached, last_attached, command = match.groups()
+        clock, _, dead, status, signal, activity, attached, last_attached, cursor, height, command = match.groups()
         server_now = int(clock) if clock else now
         ended = f"exit status {status}" if status else f"signal {signal}" if signal else None
         changed = int(activity) if activity else None
@@ -283,8 +283,11 @@ def parse_captures(stdout: str, nonce: str, pane_ids: list[str], now: float) -> 
             # Someone looks at it now, or attached after its last output: seen. Never attached: not seen.
             seen = attached not in ("", "0") or (int(last_attached or 0) >= changed)
         idle = max(0.0, server_now - changed) if changed is not None else None
+        # capture-pane prints every row of the pane: the rows under the cursor's are counted from the bottom.
+        below = int(height) - 1 - int(cursor) if cursor and height and int(cursor) < int(height) else None
         out[pane_id] = PaneCapture(text=text, dead=dead == "1", dead_status=ended,
-                                   command=_unescape(command) or None, idle_seconds=idle, seen=seen)
+                                   command=_unescape(command) or None, idle_seconds=idle, seen=seen,
+                                   below_cursor=below)
     return out
 
 
