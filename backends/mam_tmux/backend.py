@@ -79,6 +79,9 @@ _FACTS = re.compile(rf"(%[0-9]+){SEP}([01]){SEP}([0-9]*){SEP}([0-9]*){SEP}([0-9]
 # The header may start with the server's clock (strftime's %s, which display-message expands): activity times are
 # the server's, so idleness is measured on its clock, not on this machine's (another host's may differ).
 SERVER_CLOCK = "%s"
+# Panes per capture call: each adds about 310 bytes of command, and tmux refuses a command of more than 16 KiB
+# ("command too long"): 53 panes pass on tmux 3.3a, 54 do not (about 60 did before the cursor was asked for).
+CAPTURE_BATCH = 40
 _FACTS_LINE = re.compile(rf"(?:([0-9]+){SEP})?" + _FACTS.pattern + "\n")
 _ESCAPE = re.compile(r"\\(.)", re.DOTALL)
 
@@ -504,16 +507,26 @@ class TmuxBackend:
 
     def capture_panes(self, server: str, agents: tuple[Agent, ...],
                       ctx: CallContext) -> dict[str, PaneCapture] | Failure:
-        """Every pane in one tmux call: a header line of facts, then the visible screen, for each. A pane gone
-        since the listing fails the whole sequence (tmux stops at the first error): then one call per pane, and
-        a pane that is gone is left out (`unknown`)."""
+        """Every pane in one tmux call (up to CAPTURE_BATCH panes a call: tmux refuses a longer command as "command
+        too long"): a header line of facts, then the visible screen, for each. A pane gone since the listing
+        fails the whole sequence (tmux stops at the first error): then one call per pane, and a pane that is
+        gone is left out (`unknown`)."""
         panes = {a.pane_id: a.name for a in agents if a.pane_id and _PANE_ID.fullmatch(a.pane_id) and a.name}
-        if not panes:
-            return {}
-        captured = self._capture(server, list(panes), ctx)
-        if isinstance(captured, Failure) and len(panes) > 1 and _missing_target(captured.result.stderr):
+        ids = list(panes)
+        captured: dict[str, PaneCapture] = {}
+        for start in range(0, len(ids), CAPTURE_BATCH):
+            batch = self._capture_batch(server, ids[start:start + CAPTURE_BATCH], ctx)
+            if isinstance(batch, Failure):
+                return batch
+            captured.update(batch)
+        return {panes[pane_id]: capture for pane_id, capture in captured.items()}
+
+    def _capture_batch(self, server: str, pane_ids: list[str],
+                       ctx: CallContext) -> dict[str, PaneCapture] | Failure:
+        captured = self._capture(server, pane_ids, ctx)
+        if isinstance(captured, Failure) and len(pane_ids) > 1 and _missing_target(captured.result.stderr):
             captured = {}
-            for pane_id in panes:
+            for pane_id in pane_ids:
                 one = self._capture(server, [pane_id], ctx)
                 if isinstance(one, Failure):
                     if _missing_target(one.result.stderr):
@@ -522,7 +535,7 @@ class TmuxBackend:
                 captured.update(one)
         if isinstance(captured, Failure):
             return {} if _missing_target(captured.result.stderr) else captured
-        return {panes[pane_id]: capture for pane_id, capture in captured.items()}
+        return captured
 
     def _capture(self, server: str, pane_ids: list[str], ctx: CallContext) -> dict[str, PaneCapture] | Failure:
         nonce = "mam-" + secrets.token_hex(16)
