@@ -6,9 +6,10 @@
 KIND is claude, codex, gemini, opencode, grok, hermes, aider, cursor or generic; STATE is working, blocked,
 idle or garbage (text no rule matches), or `ask` (generic and aider only): a line-mode question asked as a
 program asks it, echo on; once a line is typed, five more lines and the program's prompt, then it stays.
-`working` redraws every 0.2 s with the next spinner frame, so the pane keeps changing. Each line typed into it is shown as "got: <line>" above the drawing (terminal echo is off, so
-typing does not disturb the bottom of the screen). Colours and "\\r" overwrites are drawn as the real TUIs
-draw them, so a reader has to strip and resolve them. Tests import `screen(kind, state)` by path.
+`working` redraws every 0.2 s with the next spinner frame, so the pane keeps changing. Each line typed into it
+is shown as "got: <line>" above the drawing (terminal echo is off, so typing does not disturb the bottom of
+the screen). Colours and "\\r" overwrites are drawn as the real TUIs draw them, so a reader has to strip and
+resolve them. Tests import `screen(kind, state)` by path.
 """
 
 from __future__ import annotations
