@@ -207,17 +207,17 @@ def _answered_flow(ws: Workspace, env: dict[str, str] | None, server: str) -> No
                       kind, "ask", env=env)
         assert proc.returncode == 0, proc.stderr
     for name, rule in (("asker", "generic.proceed"), ("aider", "aider.confirm")):
-        waited = ws.mam("wait", name, "--until", "blocked", "--timeout", "60", "--json", env=env)
+        waited = ws.mam("wait", name, "--until", "blocked", "--timeout", "40", "--json", env=env)
         assert waited.returncode == 0, waited.stderr
         assert json.loads(waited.stdout)["session"]["evidence"]["rule"] == rule
         sent = ws.mam("send", name, "y", "--enter", env=env)
         assert sent.returncode == 0, sent.stderr
     # The aider stand-in printed on to its prompt: idle (done: nobody looked), never blocked again.
-    waited = ws.mam("wait", "aider", "--until", "idle,done", "--timeout", "60", "--json", env=env)
+    waited = ws.mam("wait", "aider", "--until", "idle,done", "--timeout", "40", "--json", env=env)
     assert waited.returncode == 0, waited.stderr
     assert json.loads(waited.stdout)["session"]["evidence"]["rule"] == "aider.prompt"
     # The generic one: no rule knows its prompt, so it is unknown, never blocked by the question above it.
-    waited = ws.mam("wait", "asker", "--until", "unknown", "--timeout", "60", "--json", env=env)
+    waited = ws.mam("wait", "asker", "--until", "unknown", "--timeout", "40", "--json", env=env)
     assert waited.returncode == 0, waited.stderr
     state = _state(ws, "asker", env)
     assert state["state"] == "unknown" and state["evidence"]["fact"] == "no rule matches the screen"
