@@ -171,12 +171,16 @@ def test_zellij_states_from_its_screens_then_wait_and_send(ws: Workspace, zellij
 
 def test_tmux_capture_parser_refuses_what_does_not_split_exactly() -> None:
     nonce = "mam-" + "ab" * 16
-    head = SEP.join(["%1", "0", "", "", "100", "0", "90", "claude"])
-    text = f"{nonce}{SEP}{head}\nline one\n❯ \n"
+    head = SEP.join(["%1", "0", "", "", "100", "0", "90", "1", "3", "claude"])
+    text = f"{nonce}{SEP}{head}\nline one\n❯ \n\n"
     captured = parse_captures(text, nonce, ["%1"], now=130.0)
-    assert captured["%1"] == PaneCapture(text="line one\n❯ \n", dead=False, dead_status=None, command="claude",
-                                         idle_seconds=30.0, seen=False)
-    dead = SEP.join(["%1", "1", "3", "", "100", "1", "90", "bash"])
+    assert captured["%1"] == PaneCapture(text="line one\n❯ \n\n", dead=False, dead_status=None, command="claude",
+                                         idle_seconds=30.0, seen=False, below_cursor=1)
+    # A hidden cursor (no row) or a row past the pane's height says nothing of where the cursor is.
+    for cursor, height in (("", "3"), ("3", "3")):
+        odd = SEP.join(["%1", "0", "", "", "100", "0", "90", cursor, height, "claude"])
+        assert parse_captures(f"{nonce}{SEP}{odd}\nx\n", nonce, ["%1"], now=130.0)["%1"].below_cursor is None
+    dead = SEP.join(["%1", "1", "3", "", "100", "1", "90", "", "3", "bash"])
     assert parse_captures(f"{nonce}{SEP}{dead}\n", nonce, ["%1"], now=100.0)["%1"].dead_status == "exit status 3"
     for bad, panes in ((text, ["%1", "%2"]), (text, ["%2"]), ("junk" + text, ["%1"]),
                        (f"{nonce}{SEP}%1{SEP}zz\n", ["%1"])):
@@ -186,7 +190,7 @@ def test_tmux_capture_parser_refuses_what_does_not_split_exactly() -> None:
     clocked = parse_captures(f"{nonce}{SEP}400{SEP}{head}\nline\n", nonce, ["%1"], now=130.0)
     assert clocked["%1"].idle_seconds == 300.0
     # A command holding an escaped newline stays in its header.
-    tricky = SEP.join(["%1", "0", "", "", "100", "1", "90", "a\\\nb"])
+    tricky = SEP.join(["%1", "0", "", "", "100", "1", "90", "0", "1", "a\\\nb"])
     assert parse_captures(f"{nonce}{SEP}{tricky}\nscreen\n", nonce, ["%1"], 100.0)["%1"].command == "a\nb"
 
 

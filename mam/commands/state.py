@@ -110,7 +110,8 @@ def read_capture(library: Library, kinds: tuple[str | None, ...], capture: PaneC
         return unknown("the backend gave no screen text")
     from mam.kinds.classify import classify_screen
 
-    verdict = classify_screen(library, kind_of(library, kinds, capture.command), capture.text, budget)
+    verdict = classify_screen(library, kind_of(library, kinds, capture.command), capture.text, budget,
+                              capture.below_cursor)
     if verdict.overtime is not None:
         return unknown(f"rule {verdict.overtime} took more than {budget:g} s to read the screen (a pattern that "
                        "backtracks: see docs/states.md)", "screen", verdict.overtime)

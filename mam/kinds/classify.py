@@ -69,12 +69,21 @@ def screen_lines(text: str) -> list[str]:
     line and each backspace stepping back (later characters overwrite), erase-in-line applied, trailing blank
     lines dropped. Cursor movement is not followed: `text` should be a rendered screen (tmux capture-pane,
     with or without -e), not a raw output stream."""
-    text = text[-MAX_TEXT:].replace(_ERASE_END, "").replace(_ERASE_LINE, "")
-    text = _ESCAPES.sub(_erase_or_nothing, text)
-    lines = [_overwrite(raw) for raw in text.split("\n")]
+    lines = _rows(text)
     while lines and not lines[-1]:
         lines.pop()
     return lines
+
+
+def _rows(text: str) -> list[str]:
+    """Every row of `text` as screen_lines renders it, blank rows at the bottom kept (the cursor is counted from
+    the bottom row); the newline that ends the last row does not make one more."""
+    text = text[-MAX_TEXT:].replace(_ERASE_END, "").replace(_ERASE_LINE, "")
+    text = _ESCAPES.sub(_erase_or_nothing, text)
+    raw = text.split("\n")
+    if len(raw) > 1 and raw[-1] == "":
+        raw.pop()
+    return [_overwrite(row) for row in raw]
 
 
 def _overwrite(raw: str) -> str:
@@ -102,10 +111,15 @@ def _overwrite(raw: str) -> str:
     return "".join(cells).rstrip()
 
 
-def classify_screen(library: Library, kind: str | None, text: str, budget: float | None = None) -> Verdict:
+def classify_screen(library: Library, kind: str | None, text: str, budget: float | None = None,
+                    below_cursor: int | None = None) -> Verdict:
     """The state `text` (a pane's visible screen) shows for an agent of `kind`: the first rule that matches, in
-    rank order blocked, working, idle, each rule reading only the last `lines` non-empty lines. A kind the
+    rank order blocked, working, idle, each rule reading only the live part of the screen it is about (its
+    `at`: the last `lines` non-empty lines, or the live block at the cursor; docs/states.md). A kind the
     library does not know is read with the `generic` rules. No match is `unknown`: mam never guesses.
+
+    `below_cursor` is how many rows of `text` lie under the cursor's row, when the backend knows where the
+    cursor is (and it is shown); None: the last non-empty line stands for the cursor's.
 
     With `budget`, the reading ends after that many seconds (called from the main thread: the limit is a timer
     signal, which Python delivers there only; elsewhere it runs unlimited): the verdict is then `unknown`, with
@@ -120,21 +134,46 @@ def classify_screen(library: Library, kind: str | None, text: str, budget: float
     running: list[str] = []
     try:
         with _time_limit(budget):
-            return _classify(entry.rules, text, running)
+            return _classify(entry.rules, text, running, below_cursor)
     except _Overtime:
         return Verdict("unknown", None, None, running[-1] if running else "(none)")
 
 
-def _classify(rules: tuple[Rule, ...], text: str, running: list[str]) -> Verdict:
-    filled = [line[:MAX_LINE] for line in screen_lines(text) if line.strip()]
+def _classify(rules: tuple[Rule, ...], text: str, running: list[str], below_cursor: int | None) -> Verdict:
+    rows = [row[:MAX_LINE] for row in _rows(text)]
+    filled = [row for row in rows if row.strip()]
+    block: list[str] | None = None  # the live block at the cursor, made once, when a rule reads it
     for state in RULE_STATES:
         for rule in rules:
             if rule.state == state:
                 running.append(rule.id)
-                line = _match(rule, filled)
+                if rule.at == "cursor":
+                    if block is None:
+                        block = cursor_block(rows, below_cursor)
+                    window = block[-rule.lines:]
+                else:
+                    window = filled[-rule.lines:]
+                line = _match(rule, window)
                 if line is not None:
                     return Verdict(state, rule.id, quote(line))
     return UNKNOWN
+
+
+def cursor_block(rows: list[str], below_cursor: int | None) -> list[str]:
+    """The live block at the cursor, top to bottom: the cursor's row (the nearest non-blank row above it when it
+    is blank: a program that printed its question and a newline waits on the next row), and the rows right
+    above it up to the first blank one. Without a cursor (or one outside `rows`), the last non-blank row
+    stands for the cursor's. A question that was answered is not in it once the program printed anything
+    after it."""
+    at = len(rows) - 1 - below_cursor if below_cursor is not None else len(rows) - 1
+    if not 0 <= at < len(rows):
+        at = len(rows) - 1
+    while at >= 0 and not rows[at].strip():
+        at -= 1
+    top = at
+    while top > 0 and rows[top - 1].strip():
+        top -= 1
+    return rows[top:at + 1] if at >= 0 else []
 
 
 class _Overtime(Exception):
@@ -164,9 +203,9 @@ def _time_limit(budget: float | None) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-def _match(rule: Rule, filled: list[str]) -> str | None:
+def _match(rule: Rule, window: list[str]) -> str | None:
     """The lowest line of the rule's window that matches: the one nearest the live bottom."""
-    for line in reversed(filled[-rule.lines:]):
+    for line in reversed(window):
         if rule.regex.search(line):
             return line
     return None

@@ -24,6 +24,11 @@ MAX_PATTERN = 1000
 TOP_KEYS = ("schema", "kinds")
 KIND_KEYS = ("programs", "session_options", "resume", "new_session", "rules")
 RULE_KEYS = ("id", "state", "pattern", "lines")
+OPTIONAL_RULE_KEYS = ("at",)
+# Where a rule reads (docs/states.md, "The live part"): `bottom`, the last `lines` non-empty lines of the screen
+# (a full-screen agent erases a dialog once it is answered, and draws a footer under its question); `cursor`,
+# the live block at the cursor (a line-mode question is live only while input is typed after it).
+RULE_PLACES = ("bottom", "cursor")
 _KIND_NAME = re.compile(r"[a-z][a-z0-9_-]{0,39}")
 _RULE_ID = re.compile(r"[a-z0-9_-]{1,40}")
 _OPTION = re.compile(r"-{1,2}[A-Za-z0-9][A-Za-z0-9_-]{0,40}")
@@ -41,6 +46,7 @@ class Rule:
     pattern: str
     lines: int
     regex: re.Pattern[str]
+    at: str = "bottom"  # one of RULE_PLACES
 
 
 @dataclass(frozen=True)
@@ -407,11 +413,12 @@ def _resume(value: object, kind: str, where: tuple[str | int, ...]) -> tuple[str
 def _rule(kind: str, rule: object, where: tuple[str | int, ...], seen: dict[str, str]) -> Rule:
     if not isinstance(rule, dict):
         raise _Invalid(f"a rule of kinds.{kind} must be a mapping with id, state, pattern and lines", *where)
-    _unknown_keys(rule, RULE_KEYS, *where)
+    _unknown_keys(rule, RULE_KEYS + OPTIONAL_RULE_KEYS, *where)
     missing = [key for key in RULE_KEYS if key not in rule]
     if missing:
         raise _Invalid(f"rule is missing {', '.join(missing)}", *where)
     rule_id, state, pattern, lines = (rule[key] for key in RULE_KEYS)
+    at = rule.get("at", "bottom")
     prefix, dot, rest = rule_id.partition(".") if isinstance(rule_id, str) else ("", "", "")
     if prefix != kind or not dot or not _RULE_ID.fullmatch(rest):
         raise _Invalid(f"rule id {_brief(rule_id)} must be {kind}.NAME (lowercase letters, digits, - or _)",
@@ -425,6 +432,8 @@ def _rule(kind: str, rule: object, where: tuple[str | int, ...], seen: dict[str,
     if isinstance(lines, bool) or not isinstance(lines, int) or not 1 <= lines <= MAX_LINES:
         raise _Invalid(f"rule {rule_id}: lines must be a whole number from 1 to {MAX_LINES}, got {_brief(lines)}",
                        *where, "lines")
+    if at not in RULE_PLACES:
+        raise _Invalid(f"rule {rule_id}: at must be {' or '.join(RULE_PLACES)}, got {_brief(at)}", *where, "at")
     if not isinstance(pattern, str) or not pattern or len(pattern) > MAX_PATTERN:
         raise _Invalid(f"rule {rule_id}: pattern must be a regular expression of 1 to {MAX_PATTERN} characters",
                        *where, "pattern")
@@ -439,7 +448,7 @@ def _rule(kind: str, rule: object, where: tuple[str | int, ...], seen: dict[str,
     if why is not None:
         raise _Invalid(f"rule {rule_id}: pattern can backtrack without bound: {why} (see docs/states.md, "
                        "\"Patterns\")", *where, "pattern")
-    return Rule(rule_id, state, pattern, lines, regex)
+    return Rule(rule_id, state, pattern, lines, regex, at)
 
 
 # -- patterns that backtrack without bound --------------------------------------------------------------------

@@ -171,6 +171,7 @@ class PaneCapture:
     command: str | None = None  # the program the pane runs now (tmux pane_current_command)
     idle_seconds: float | None = None  # seconds since the pane last changed: a working screen must be recent
     seen: bool | None = None  # someone has looked at it since it last changed (tmux: attached after it)
+    below_cursor: int | None = None  # rows of `text` under the cursor's row, when the cursor is shown (tmux)
 
 
 @dataclass(frozen=True)

@@ -4,10 +4,12 @@
     python3 tests/agents/standin.py KIND STATE [--then STATE2 --after SECONDS]
 
 KIND is claude, codex, gemini, opencode, grok, hermes, aider, cursor or generic; STATE is working, blocked,
-idle or garbage (text no rule matches). `working` redraws every 0.2 s with the next spinner frame, so the pane
-keeps changing. Each line typed into it is shown as "got: <line>" above the drawing (terminal echo is off, so
-typing does not disturb the bottom of the screen). Colours and "\\r" overwrites are drawn as the real TUIs
-draw them, so a reader has to strip and resolve them. Tests import `screen(kind, state)` by path.
+idle or garbage (text no rule matches), or `ask` (generic and aider only): a line-mode question asked as a
+program asks it, echo on; once a line is typed, five more lines and the program's prompt, then it stays.
+`working` redraws every 0.2 s with the next spinner frame, so the pane keeps changing. Each line typed into it
+is shown as "got: <line>" above the drawing (terminal echo is off, so typing does not disturb the bottom of
+the screen). Colours and "\\r" overwrites are drawn as the real TUIs draw them, so a reader has to strip and
+resolve them. Tests import `screen(kind, state)` by path.
 """
 
 from __future__ import annotations
@@ -201,6 +203,29 @@ def drawn(kind: str) -> list[str]:
     return out
 
 
+# A question asked line by line, then what the program prints once answered: five lines and its prompt.
+ASKED: dict[str, tuple[str, list[str], str]] = {
+    "generic": ("Do you want to proceed? (y/n) ",
+                ["Removing build/", "Removed 12 files", "Rebuilding", "Built in 0.4s", "All done."], "$ "),
+    "aider": ("Create new file? (Y)es/(N)o [Yes]: ",
+              ["Applied edit to src/queue.py", "Commit 3a4b5c6 fix: queue drops the last item",
+               "Tokens: 1.0k sent, 186 received. Cost: $0.0010 message, $0.0010 session.", "", RULE], "> "),
+}
+
+
+def _ask(kind: str) -> int:
+    """Ask, read the answer (the terminal echoes it), print on and wait at the prompt: the answered question
+    stays on the screen above, as it does for any line-mode program."""
+    question, after, prompt = ASKED[kind]
+    sys.stdout.write("Planning the change to src/queue.py\n" + _c("1", question))
+    sys.stdout.flush()
+    answer = sys.stdin.readline()
+    sys.stdout.write(f"(answer: {answer.strip()})\n" + "".join(line + "\n" for line in after) + prompt)
+    sys.stdout.flush()
+    while True:
+        time.sleep(3600)
+
+
 def _read_lines(lines: queue.Queue[str | None]) -> None:
     for line in sys.stdin:
         lines.put(line.rstrip("\r\n"))
@@ -225,10 +250,17 @@ def _quiet_echo() -> Callable[[], None]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Draw an agent's screen in one state and stay alive.")
     parser.add_argument("kind", choices=sorted(KINDS))
-    parser.add_argument("state", choices=STATES)
+    parser.add_argument("state", choices=(*STATES, "ask"))
     parser.add_argument("--then", choices=STATES, help="the state to switch to once")
     parser.add_argument("--after", type=float, default=1.0, help="seconds before switching to --then")
     args = parser.parse_args(argv)
+    if args.state == "ask":
+        if args.kind not in ASKED:
+            parser.error(f"{args.kind} asks no line-mode question")
+        try:
+            return _ask(args.kind)
+        except KeyboardInterrupt:
+            return 130
     for state in (args.state, args.then):
         if state is not None and state not in drawn(args.kind):
             parser.error(f"{args.kind} has no {state} screen")
