@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import pytest
 
-from conftest import Workspace
+from conftest import Tmux, Workspace
 
 
 @pytest.mark.parametrize(("version", "supported"), [("0.45.1", True), ("0.44.1", True), ("0.43.1", False)])
@@ -18,3 +21,23 @@ def test_backends_says_whether_the_zellij_found_is_one_mam_is_tested_against(ws:
     line = next(line for line in ws.mam("backends", env={**env, "COLUMNS": "200"}).stdout.splitlines()
                 if line.split()[:1] == ["zellij"])
     assert f"zellij {version}  {'yes' if supported else 'no'}" in line
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+@pytest.mark.tmux
+def test_restore_shows_the_directory_of_a_spec_whose_directory_was_edited(ws: Workspace, tmux: Tmux,
+                                                                           tmp_path: Path) -> None:
+    # Only `cwd` was changed by hand: the user is told to read what restore would run, so where it would run
+    # has to be on the screen too, not only in --json.
+    work, elsewhere = tmp_path / "work", tmp_path / "elsewhere"
+    work.mkdir()
+    elsewhere.mkdir()
+    server = tmux.name()
+    assert ws.mam("spawn", "coder", "--server", server, "--command", "sleep 600", "--cwd", str(work)).returncode == 0
+    tmux.run(server, "kill-server")
+    text = ws.registry.read_text()
+    ws.write_registry(text.replace(f'"cwd": "{work}", "env_names"', f'"cwd": "{elsewhere}", "env_names"'))
+    for args in (("--dry-run",), ()):
+        proc = ws.mam("restore", "--all", *args)
+        assert proc.returncode == (0 if args else 1), (proc.stdout, proc.stderr)
+        assert "untrusted" in proc.stdout and f"\n  cwd: {elsewhere}\n" in proc.stdout + "\n", proc.stdout
