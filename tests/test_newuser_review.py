@@ -41,3 +41,13 @@ def test_restore_shows_the_directory_of_a_spec_whose_directory_was_edited(ws: Wo
         proc = ws.mam("restore", "--all", *args)
         assert proc.returncode == (0 if args else 1), (proc.stdout, proc.stderr)
         assert "untrusted" in proc.stdout and f"\n  cwd: {elsewhere}\n" in proc.stdout + "\n", proc.stdout
+
+
+def test_spawn_of_a_kind_without_a_program_says_to_give_one(ws: Workspace) -> None:
+    # `mam kinds` lists `generic`: `spawn --agent generic` must not call it an unknown kind.
+    proc = ws.mam("spawn", "coder", "--agent", "generic")
+    assert proc.returncode == 2 and "unknown agent kind" not in proc.stderr, proc.stderr
+    assert proc.stderr.splitlines() == [
+        "mam: --agent generic alone: mam has no program to run for that kind",
+        "hint: give the program with --command CMD (with --agent generic, its screen is read as generic's)"]
+    assert not ws.registry.exists()
