@@ -51,3 +51,18 @@ def test_spawn_of_a_kind_without_a_program_says_to_give_one(ws: Workspace) -> No
         "mam: --agent generic alone: mam has no program to run for that kind",
         "hint: give the program with --command CMD (with --agent generic, its screen is read as generic's)"]
     assert not ws.registry.exists()
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+@pytest.mark.tmux
+@pytest.mark.parametrize("xdg", [True, False])
+def test_demo_leaves_no_launch_spec_key_behind(ws: Workspace, xdg: bool) -> None:
+    # README: the demo "removes everything it made"; its spawns sign their rows, which made the user's key.
+    env = dict(ws.env)
+    if not xdg:
+        del env["XDG_CONFIG_HOME"]
+    config = Path(env.get("XDG_CONFIG_HOME") or Path(env["HOME"]) / ".config")
+    proc = ws.mam("demo", timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "restored: running again" in proc.stdout
+    assert not (config / "mam" / "spec.key").exists()
