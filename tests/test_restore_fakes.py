@@ -57,7 +57,7 @@ def test_a_name_on_two_servers_is_restored_by_its_server(ws: Workspace) -> None:
     plan = ws.mam_json("restore", "--all", "--server", "east", "--dry-run")
     assert [a["server"] for a in plan["agents"]] == ["east"]
     text = ws.mam("restore", "coder", "--server", "west", "--dry-run")
-    assert text.returncode == 0 and text.stdout.splitlines()[1:] == ["  argv: codex"], text.stdout
+    assert text.returncode == 0 and text.stdout.splitlines()[1:] == ["  argv: codex", f"  cwd: {ws.root}"], text.stdout
     ws.write_registry("sessions:\n" + "".join(
         f"  - {{name: coder, server: east,{host} status: terminated,"
         f" spec: {{kind: claude, args: [], cwd: {ws.root}}}}}\n"

@@ -35,15 +35,10 @@ from mam_zellij.plugin import MARKERS  # declared once, in the BackendSpec
 T = TypeVar("T")
 
 EXECUTABLE = "zellij"
-# The release lines mam is tested against (docs/backends.md, Supported versions): 0.44 brought
-# `list-panes --json` and `run` printing the pane id, which mam relies on.
-SUPPORTED = ((0, 44), (0, 45))
-
-
-def is_supported(version: str) -> bool:
-    found = re.search(r"(\d+)\.(\d+)\.(\d+)", version)
-    return found is not None and (int(found[1]), int(found[2])) in SUPPORTED
 NO_SESSIONS = "No active zellij sessions found."
+# The release lines mam is tested against (docs/backends.md, Supported versions): 0.44.x is the oldest with
+# `list-panes --json` and `run` printing the pane id; 0.45.1 is the real zellij under the tests.
+SUPPORTED = ((0, 44), (0, 45))
 # Parsed from the right: names may contain spaces.
 _LINE = re.compile(r"^(?P<name>.*) \[Created (?P<age>.+?) ago\] ?"
                    r"(?P<flag>\(current\)|\(EXITED - attach to resurrect\))?\s*$")
@@ -148,6 +143,11 @@ def parse_panes(stdout: str) -> tuple[Agent, ...]:
 _RUN_ID = re.compile(r"terminal_(\d+)\n?")
 
 
+def is_supported(version: str) -> bool:
+    found = re.search(r"(\d+)\.(\d+)\.(\d+)", version)
+    return found is not None and (int(found[1]), int(found[2])) in SUPPORTED
+
+
 class ZellijBackend:
     name = "zellij"
 
@@ -203,13 +203,13 @@ class ZellijBackend:
         state = "exited (resurrectable)" if failure.server in sessions else "not running"
         return ServerError(ErrorKind.SERVER_DOWN, f"zellij session {failure.server} is {state}")
 
-    def supported(self, version: str) -> bool:
-        """Whether `zellij --version`'s line names a release mam is tested against."""
-        return is_supported(version)
-
     def version(self, ctx: CallContext) -> str | None:
         result = self._run(["--version"], timeout=ctx.timeout, env=ctx.env)
         return result.stdout.strip() or None if result.returncode == 0 else None
+
+    def supported(self, version: str) -> bool:
+        """Whether `zellij --version`'s line names a release mam is tested against (docs/backends.md)."""
+        return is_supported(version)
 
     def client_argv(self, server: str, args: list[str]) -> list[str]:
         return [EXECUTABLE, "--session", server, *args]

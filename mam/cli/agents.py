@@ -95,8 +95,11 @@ def _restore_line(agent: dict[str, Any], dry_run: bool) -> str:
     on = f" on {agent['host']}" if agent.get("host") else ""
     line = visible(f"{agent['name']} ({agent['backend']} server {agent['server']}{on}): "
                    f"{agent['outcome'].replace('_', ' ')}: {agent['message']}")
-    shown = dry_run or agent["outcome"] == "untrusted"  # what the user is asked to trust is always shown
+    untrusted = agent["outcome"] == "untrusted"
+    shown = dry_run or untrusted  # what the user is asked to trust is always shown
     line += f"\n  argv: {visible(shlex.join(agent['argv']))}" if shown and agent.get("argv") else ""
+    # where it would run is part of what is trusted (an edited `cwd` alone makes a spec untrusted)
+    line += f"\n  cwd: {visible(str(agent['cwd']))}" if untrusted and agent.get("cwd") else ""
     return line + (f"\n  env: {visible(', '.join(agent['env_names']))}" if shown and agent["env_names"] else "")
 
 

@@ -127,8 +127,8 @@ _group("skills", "Agent skills that drive mam.", "install", tools.skills_install
 
 _add(app, "demo", tools.demo, "Show mam at work on a private tmux server: spawn, status, drift, reconcile --apply, "
                               "restore after kill-server; then clean up.")
-_add(app, "backends", queries.backends, "Installed backends: where each comes from, its binary, its version, load "
-                                        "errors.")
+_add(app, "backends", queries.backends, "Installed backends: where each comes from, its binary, its version and "
+                                        "whether mam is tested against it, load errors.")
 _add(app, "env", queries.env, "The environment a server bootstrap would get: what is removed, and which rule "
                               "removed it.")
 _add(app, "kinds", queries.kinds, "The agent kinds mam knows: the programs each is recognised by, how its session "

@@ -34,7 +34,9 @@ def run_demo(say: Callable[[str], None], record: Callable[[dict[str, Any]], None
     workspace = Path(tmpdir) / "workspace"
     workspace.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MAM_", "TMUX"))}
-    env.update({"TMUX_TMPDIR": tmpdir, "MAM_TMUX_CONFIG": "/dev/null", "MAM_BOOTSTRAP_TIMEOUT": "10"})
+    env.update({"TMUX_TMPDIR": tmpdir, "MAM_TMUX_CONFIG": "/dev/null", "MAM_BOOTSTRAP_TIMEOUT": "10",
+                # the launch spec key the demo's spawns make lives and goes with the demo, not in ~/.config
+                "XDG_CONFIG_HOME": os.path.join(tmpdir, "config")})
     app = App.open(str(workspace), "tmux", env)
     try:
         say(f"# a private tmux server {SERVER!r} (socket under {tmpdir}) and a scratch workspace\n")

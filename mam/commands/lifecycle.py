@@ -424,6 +424,11 @@ def spawn_document(app: App, name: str, *, agent: str | None, server: str | None
 
 def _spawn(app: App, name: str, agent: str | None, server: str, cwd: str | None, command: str | None,
            args: list[str], env_names: list[str] | None, progress: bool, there: str) -> dict[str, Any]:
+    if command is None and agent is not None and agent not in AGENT_COMMANDS and agent in app.kinds.kinds:
+        # a kind of the library (`generic`, one of .mam/states.yaml) names screen rules, not a program to run
+        raise MamError("usage", f"--agent {agent} alone: mam has no program to run for that kind",
+                       hint=f"give the program with --command CMD (with --agent {agent}, its screen is read as "
+                            f"{agent}'s)")
     argv = agent_argv(agent, command, args)
     if command is not None and agent is not None:
         check_label(app, agent)  # before anything is asked, here or on another host
