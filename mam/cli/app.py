@@ -21,9 +21,14 @@ environment:
   MAM_TIMEOUT            seconds each backend call may take (default 10; 0 < s <= 3600)
   MAM_BOOTSTRAP_TIMEOUT  seconds to wait for a started server to answer (default 10)
   MAM_SCREEN_TIMEOUT     seconds the state rules may take to read one screen (default 1)
+  MAM_MAX_OUTPUT         bytes one backend call may print (default 16M; 4K to 1G); over it: unknown
+  MAM_HERDR_START_TIMEOUT  seconds herdr's agent start may wait for the agent (default 30; 3 < s <= 300)
+  MAM_HOST               ssh destination when --host is not given (unset, empty or local: this machine)
   MAM_NO_AUTOSTART=1     never start a server, not even for spawn or exec
   MAM_DISABLE_PLUGINS    comma-separated plugins not to load; MAM_LOAD_PLUGINS: load only these
   MAM_DEBUG=1            show the traceback of an internal error
+  MAM_TRACE_PLUGINS=1    one line on stderr per plugin hook call
+  (every setting, with its bounds: docs/cli.md)
 
 \b
 exit codes: 0 done (drift and unknown servers are findings), 1 an operation failed, 2 bad input,
