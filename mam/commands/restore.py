@@ -62,6 +62,8 @@ class Step:
     pane_id: str | None = None
     trust: str | None = None  # what the spec's signature says (mam.specsign), once the plan got that far
     consented: bool = False  # the user said to run it anyway: the claim signs it as theirs
+    # The resume argv holds words the workspace's .mam/states.yaml put there, which no signature covers.
+    workspace_resume: bool = False
 
     def as_json(self) -> dict[str, Any]:
         row, spec = self.row, self.spec or {}
@@ -117,7 +119,9 @@ _DOUBT = {"unsigned": "its launch spec carries no signature of your mam (written
                       "before mam signed specs)",
           "mismatch": "its launch spec, or where and as what it runs, is not as your mam signed it (edited by "
                       "hand, or signed with another user's key)",
-          "no_key": "you have no launch spec key, so its signature cannot be checked"}
+          "no_key": "you have no launch spec key, so its signature cannot be checked",
+          "workspace_resume": "its resume argv holds words from this workspace's .mam/states.yaml, which no "
+                              "signature covers"}
 
 
 def consent_hint(row: Row) -> str:
@@ -142,11 +146,19 @@ def _argv(step: Step, library: Library, app: App) -> tuple[str, ...]:
     spec, row = step.spec or {}, step.row
     args = list(spec.get("args") or ())
     program = agent_argv(spec.get("kind"), spec.get("command"), [])
-    if row.agent_session:
+    session = row.agent_session
+    if session:
         kind = library.kind_of(program, spec.get("kind"))
-        resumed = library.resume_argv(kind, program[0], args, row.agent_session) if kind else None
+        resumed = library.resume_argv(kind, program[0], args, session) if kind else None
         if resumed is not None:
             step.resume = True
+            from mam.kinds.library import load_library
+
+            shipped = load_library(None)
+            # A clone may carry .mam/states.yaml: a resume template of its own (claude's --mcp-config runs any
+            # program) is outside the spec's signature, so it needs the user's consent like an unsigned spec.
+            step.workspace_resume = kind is None or kind not in shipped.kinds or resumed != shipped.resume_argv(
+                kind, program[0], args, session)
             return (*program, *resumed[1:])
     return (*program, *args)
 
@@ -209,6 +221,8 @@ def _plan(app: App, row: Row, outcome: ServerOutcome, named: bool, library: Libr
         return step
     step.bootstrap = outcome.state is ServerState.DOWN
     step.trust = trust.verdict(row, step.spec)
+    if step.trust == "signed" and step.workspace_resume:
+        step.trust = "workspace_resume"
     if step.trust != "signed":  # not run, and not started a server for: shown with its argv, for consent
         step.outcome = "untrusted"
         step.message = f"{_DOUBT[step.trust]}: not run; read its argv, then `{consent_hint(row)}` runs it and " \

@@ -1,0 +1,53 @@
+"""A fourth attacker's probe (issue 20, "Done when"): what a cloned workspace may make a signed spec run."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import Tmux, Workspace
+
+pytestmark = [pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed"), pytest.mark.tmux]
+
+
+def _wait_for(path: Path) -> None:
+    deadline = time.monotonic() + 20
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.05)
+
+
+def test_a_workspace_states_file_cannot_put_words_into_a_signed_resume(ws: Workspace, tmux: Tmux,
+                                                                      tmp_path: Path) -> None:
+    # A `claude` that writes down the argv it got each time it starts.
+    bin_dir, log = tmp_path / "bin", tmp_path / "argv"
+    bin_dir.mkdir()
+    fake = bin_dir / "claude"
+    fake.write_text(f'#!/bin/sh\necho "$*" >> {log}\nexec sleep 600\n')
+    fake.chmod(0o755)
+    ws.env["PATH"] = os.pathsep.join([str(bin_dir), ws.env["PATH"]])
+    server, work = tmux.name(), tmp_path / "work"
+    work.mkdir()
+    proc = ws.mam("spawn", "--json", "victim", "--server", server, "--agent", "claude", "--cwd", str(work))
+    assert proc.returncode == 0, proc.stderr
+    _wait_for(log)
+    log.unlink()
+    row = yaml.safe_load(ws.registry.read_text())["sessions"][0]
+    assert row["agent_session"] and row["spec_sig"]
+    tmux.run(server, "kill-server")
+    # What a clone (or a teammate's commit) may bring: a resume template with words of its own. Claude's
+    # `--mcp-config` or `--settings` (hooks) run any program; this stands for them.
+    states = ws.registry.parent / "states.yaml"
+    states.write_text("schema: 1\nkinds:\n  claude:\n    resume: ['--planted-option', '--resume', '{session}']\n")
+    doc = ws.mam_json("restore", "--all", expect=1)
+    entry = doc["agents"][0]
+    assert entry["outcome"] == "untrusted" and entry["spec_trust"] != "signed", entry
+    assert "--planted-option" in entry["argv"]  # shown, for the user to read before consenting
+    assert "states.yaml" in entry["message"]
+    time.sleep(1)
+    assert not log.exists() or "--planted-option" not in log.read_text()
