@@ -118,6 +118,10 @@ _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 _MAYBE = re.compile("[\x00-\x1f\x7f-\U0010ffff]")  # ASCII text never leaves the fast path
 _HIDDEN_CATEGORIES = frozenset(("Cc", "Cf", "Co", "Cn", "Cs", "Zl", "Zp"))
 _FILLERS = frozenset("\u115f\u1160\u3164\uffa0")
+# Characters of other categories that draw nothing: the variation selectors (256 of them carry one hidden byte
+# each after any visible character, as tag characters do), the combining grapheme joiner, the Khmer inherent
+# vowels and the braille blank.
+_INVISIBLE = re.compile("[\ufe00-\ufe0f\U000e0100-\U000e01ef\u034f\u17b4\u17b5\u2800]")
 _SHOWN = {"\n": "\\n", "\t": " "}
 
 
@@ -133,7 +137,7 @@ def is_hidden(ch: str) -> bool:
     """True for a character a terminal draws as nothing (or as a blank that is not a space)."""
     import unicodedata  # a C module, 0.2 ms: only text that is not ASCII pays it
 
-    return unicodedata.category(ch) in _HIDDEN_CATEGORIES or ch in _FILLERS
+    return unicodedata.category(ch) in _HIDDEN_CATEGORIES or ch in _FILLERS or _INVISIBLE.match(ch) is not None
 
 
 def _shown(match: re.Match[str]) -> str:

@@ -51,3 +51,31 @@ def test_a_workspace_states_file_cannot_put_words_into_a_signed_resume(ws: Works
     assert "states.yaml" in entry["message"]
     time.sleep(1)
     assert not log.exists() or "--planted-option" not in log.read_text()
+
+
+# Variation selectors carry hidden bytes as tag characters do (256 of them: one byte each, after any visible
+# character); the combining grapheme joiner, the Khmer inherent vowels and the braille blank draw nothing.
+SMUGGLED = "\ufe00\ufe0f\U000e0100\U000e01ef\u034f\u17b4\u17b5\u2800"
+
+
+def test_variation_selectors_and_other_blanks_are_written_out_in_a_listing(ws: Workspace) -> None:
+    ws.write_registry("version: 1\nsessions:\n  - {name: a, server: live, status: running, agent: claude}\n")
+    ws.herdr.start("live")
+    ws.herdr.set_agents("live", [{"agent": "claude", "agent_status": "working", "cwd": f"/repo/x{SMUGGLED}y",
+                                  "name": "a", "pane_id": "w1:p1", "terminal_id": "term_1"}])
+    for args in (("ls", "--server", "live"), ("status",)):
+        proc = ws.mam(*args)
+        assert proc.returncode == 0, proc.stderr
+        assert not any(ch in proc.stdout + proc.stderr for ch in SMUGGLED), (args, ascii(proc.stdout))
+    listing = ws.mam("ls", "--server", "live").stdout
+    for escape in ("\\ufe00", "\\ufe0f", "\\U000e0100", "\\U000e01ef", "\\u034f", "\\u17b4", "\\u2800"):
+        assert escape in listing, (escape, listing)
+
+
+def test_a_state_verdict_quotes_no_variation_selector() -> None:
+    from mam.kinds.classify import classify_screen
+    from mam.kinds.library import load_library
+
+    verdict = classify_screen(load_library(None), None, f"Do you want to proceed?{SMUGGLED} (y/n)\n")
+    assert verdict.state == "blocked" and verdict.line is not None, verdict
+    assert "proceed" in verdict.line and not any(ch in verdict.line for ch in SMUGGLED), ascii(verdict.line)

@@ -36,6 +36,9 @@ _INVISIBLE = ("Cc", "Cf", "Zl", "Zp", "Cs")
 # show as blanks), so no hidden text rides along in the evidence (docs/trust.md).
 _UNQUOTED = frozenset((*_INVISIBLE, "Co", "Cn"))
 _FILLERS = frozenset("\u115f\u1160\u3164\uffa0")
+# Marks that draw nothing in other categories: variation selectors (one hidden byte each), the combining grapheme
+# joiner, the Khmer inherent vowels, the braille blank (mam/render.py escapes the same).
+_MARKS = re.compile("[\ufe00-\ufe0f\U000e0100-\U000e01ef\u034f\u17b4\u17b5\u2800]")
 
 
 # Erase in line (CSI K, 0K, 2K) is kept, as one of these two characters, for `_overwrite` to apply: a TUI
@@ -215,5 +218,6 @@ def quote(line: str) -> str:
     """`line` safe to print: control and format characters (bidi overrides, zero-width, tag characters),
     private-use and unassigned code points and the Hangul fillers removed, spaces at the ends trimmed, at most
     MAX_QUOTE characters."""
-    kept = "".join(ch for ch in line if unicodedata.category(ch) not in _UNQUOTED and ch not in _FILLERS)
+    kept = "".join(ch for ch in _MARKS.sub("", line)
+                   if unicodedata.category(ch) not in _UNQUOTED and ch not in _FILLERS)
     return kept.strip()[:MAX_QUOTE]
