@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import Tmux, Workspace
+from conftest import Tmux, Workspace, ZellijKit
 
 pytestmark = [pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed"), pytest.mark.tmux]
 
@@ -79,3 +79,18 @@ def test_a_state_verdict_quotes_no_variation_selector() -> None:
     verdict = classify_screen(load_library(None), None, f"Do you want to proceed?{SMUGGLED} (y/n)\n")
     assert verdict.state == "blocked" and verdict.line is not None, verdict
     assert "proceed" in verdict.line and not any(ch in verdict.line for ch in SMUGGLED), ascii(verdict.line)
+
+
+def test_a_zellij_agent_named_after_its_program_is_seen_alive(ws: Workspace, zj: ZellijKit) -> None:
+    # `mam spawn claude --agent claude` on zellij: the pane is titled `claude`, its command `claude --session-id
+    # ...`. It was taken for a pane zellij titled after its program: spawn said it failed, the row was
+    # terminated and the agent ran on, out of mam's reach.
+    proc = ws.mam("spawn", "sleep", "--json", "--server", "work", "--cwd", str(ws.root), "--command", "sleep 600")
+    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    sessions = ws.mam_json("status")["sessions"]
+    assert [(s["name"], s["live"]) for s in sessions] == [("sleep", "alive")], sessions
+    assert ws.mam_json("reconcile")["drifts"] == []
+    # One named exactly as its whole command line cannot be told from an unnamed pane: refused, nothing started.
+    proc = ws.mam("spawn", "top", "--json", "--server", "work", "--cwd", str(ws.root), "--command", "top")
+    assert proc.returncode != 0 and "named exactly as its command line" in proc.stderr, proc.stderr
+    assert not [p for p in zj.terminals("work") if p["title"] == "top"]

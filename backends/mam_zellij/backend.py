@@ -81,10 +81,6 @@ def parse_sessions(stdout: str, stderr: str) -> dict[str, bool]:
     return sessions
 
 
-def _program(command: object) -> str:
-    return command.split()[0].rsplit("/", 1)[-1] if isinstance(command, str) and command.strip() else ""
-
-
 def running(pane: dict[str, Any]) -> bool:
     """A terminal pane whose program runs: not a plugin, not held. zellij holds a command pane whose program
     ended (`exited`, with its `exit_status`) and one a resurrected session brought back suspended (`is_held`,
@@ -97,13 +93,15 @@ def _is_agent_pane(pane: dict[str, Any]) -> bool:
     """An agent is a command pane someone named (`zellij run --name NAME`: no title its program sets replaces
     that name, and a resurrected session keeps it). A
     shell pane (no `terminal_command`: the session's first pane `terminal_0`, titled `Pane #1` or whatever its
-    shell sets) is never one, nor a pane zellij titles after its command."""
+    shell sets) is never one, nor a pane zellij titles after its command: an unnamed pane's title is its whole
+    command line, exactly `terminal_command` (zellij-server pty.rs), so an agent named after its program
+    (`claude`, running `claude --session-id ...`) is one."""
     title, command = pane.get("title"), pane.get("terminal_command")
     if not isinstance(title, str) or not NAME_PATTERN.fullmatch(title):
         return False
     if not isinstance(command, str) or not command.strip():
         return False
-    return title != _program(command)
+    return title != command
 
 
 def pane_list(stdout: str) -> list[dict[str, Any]]:
@@ -250,6 +248,10 @@ class ZellijBackend:
     def spawn(self, server: str, request: SpawnRequest, ctx: CallContext) -> SpawnResult:
         # A held pane of that name (its program ended, or a resurrected session brought it back suspended, to run
         # again at the first Enter) is closed first: it would be a second copy of the agent.
+        if request.name == " ".join(request.argv):
+            # Named exactly as zellij would title the pane unnamed: never told apart from a pane someone else ran.
+            return SpawnResult(False, f"an agent on zellij cannot be named exactly as its command line "
+                                      f"({request.name!r}): pick another name")
         panes = self._list_panes(server, ctx, pane_list)
         closed = held(panes, request.name) if not isinstance(panes, Failure) else []
         for pane in closed:
