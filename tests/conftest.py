@@ -46,6 +46,25 @@ def base_env(home: Path, **variables: str) -> dict[str, str]:
 QUICK_SETTLE = 0.3  # the fake herdr's `agent start` settle delay in most tests (herdr's own is 3 s)
 
 
+
+def live_processes_with(variable: str, value: str) -> dict[int, str]:
+    """Live (not zombie) processes whose environment holds `variable`=`value`, by pid, with their command line:
+    whatever one test started, at any depth, whatever other runs on this machine are doing."""
+    needle = f"{variable}={value}".encode()
+    found: dict[int, str] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if needle not in (entry / "environ").read_bytes().split(b"\0"):
+                continue
+            if (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                continue
+            found[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+    return found
+
 @dataclass
 class FakeHerdr:
     config: Path  # $XDG_CONFIG_HOME

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
-from conftest import Tmux, Workspace
+from conftest import Tmux, Workspace, live_processes_with
 
 needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 
@@ -272,20 +272,7 @@ def test_the_shims_refuse_subcommands_naming_another_session(ws: Workspace, tmp_
 
 def _carrying(token: str) -> list[int]:
     """Live processes whose environment holds the test's token: whatever the shim started, at any depth."""
-    needle = f"MAM_TEST_TOKEN={token}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if needle not in (entry / "environ").read_bytes().split(b"\0"):
-                continue
-            if (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
-                continue
-        except OSError:
-            continue
-        found.append(int(entry.name))
-    return found
+    return list(live_processes_with("MAM_TEST_TOKEN", token))
 
 
 def _kill_all(token: str) -> list[int]:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import Tmux, Workspace
+from conftest import Tmux, Workspace, live_processes_with
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 
@@ -123,21 +123,8 @@ def test_ten_concurrent_spawns_lose_no_row(ws: Workspace, tmux: Tmux) -> None:
 
 def _processes_under(tmux_tmpdir: str) -> list[str]:
     """Live processes started with TMUX_TMPDIR=`tmux_tmpdir` (a tmux server or client of that socket dir, or a
-    pane it ran): only what one run made, whatever other runs on this machine are doing."""
-    needle = f"TMUX_TMPDIR={tmux_tmpdir}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if needle not in (entry / "environ").read_bytes().split(b"\0"):
-                continue
-            if (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
-                continue
-            found.append((entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
-        except OSError:
-            continue
-    return found
+    pane it ran): only what one run made."""
+    return list(live_processes_with("TMUX_TMPDIR", tmux_tmpdir).values())
 
 
 def test_demo_runs_and_leaves_nothing_behind(ws: Workspace, tmp_path: Path) -> None:
