@@ -77,7 +77,7 @@ def test_spawn_status_and_stop_on_a_remote_host(remote: Remote) -> None:
 
     status = remote.mam_json("status")
     [entry] = status["sessions"]  # type: ignore[misc]
-    assert (entry["host"], entry["live"]) == (remote.sshd.host, "alive")
+    assert (entry["host"], entry["live"]) == (remote.sshd.host, "alive"), status["servers"]
     [srv] = status["servers"]  # type: ignore[misc]
     assert (srv["host"], srv["server"], srv["state"], srv["agents"]) == (remote.sshd.host, server, "up", 1)
     table = remote.mam("status", env={**remote.env, "COLUMNS": "200"}).stdout
