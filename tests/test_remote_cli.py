@@ -5,12 +5,14 @@ $MAM_SSH_ENV, so this machine's tmux can look at them too; no default server is 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from sshd import Sshd
@@ -185,3 +187,19 @@ def test_exec_runs_the_backends_command_line_on_the_host(remote: Remote) -> None
                       "#{session_name}")
     assert proc.returncode == 0, proc.stderr
     assert "seen" in proc.stdout.split()
+
+
+def test_a_directory_check_that_ssh_could_not_make_is_never_not_a_directory(remote: Remote, tmp_path: Path) -> None:
+    """`test -d` answers 0 or 1; ssh's own 255 (a connection that failed without a word) is no answer about the
+    directory: a CI run once called /tmp 'not a directory' (exit 2, bad input) on such a failure."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    ssh = bin_dir / "ssh"
+    ssh.write_text('#!/bin/sh\nfor a in "$@"; do case "$a" in *"test -d"*) exit 255;; esac; done\n'
+                   'exec /usr/bin/ssh "$@"\n')
+    ssh.chmod(0o755)
+    env = {**remote.env, "PATH": f"{bin_dir}{os.pathsep}{remote.env['PATH']}"}
+    proc = remote.ws.mam("--backend", "tmux", "spawn", "far", "--server", remote.server(), "--host",
+                         remote.sshd.host, "--cwd", "/tmp", "--command", "sleep 600", env=env)
+    assert proc.returncode == 1, proc.stderr
+    assert "not a directory" not in proc.stderr and f"could not ask {remote.sshd.host} about --cwd /tmp" in proc.stderr

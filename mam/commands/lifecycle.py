@@ -311,8 +311,12 @@ def remote_directory(app: App, cwd: str | None, host: str) -> Path:
     result = run(["test", "-d", cwd], timeout=app.timeout, env=app.backend_env)
     if result.transport_error is not None:
         raise MamError("operation_failed", f"could not ask {host} about --cwd {cwd}: {result.transport_error.message}")
-    if result.returncode != 0:
+    if result.returncode == 1:  # test's own "no"; anything else (ssh's 255, a time-out) is no answer about it
         raise MamError("usage", f"--cwd {cwd}: not a directory on {host}")
+    if result.returncode != 0:
+        said = "timed out" if result.returncode is None else f"exited {result.returncode}"
+        raise MamError("operation_failed", f"could not ask {host} about --cwd {cwd}: ssh {said}",
+                       hint="run the command again; if it goes on, check `ssh` to that host by hand")
     return Path(cwd)
 
 
