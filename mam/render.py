@@ -115,13 +115,15 @@ def paint(text: str, colour: bool) -> str:
 # overrides, zero-width marks, the soft hyphen, the tag characters U+E0000-E007F), private-use and unassigned
 # code points, surrogates, line and paragraph separators, and the Hangul fillers, letters that show as blanks.
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
-_MAYBE = re.compile("[\x00-\x1f\x7f-\U0010ffff]")  # ASCII text never leaves the fast path
+# ASCII text never leaves the fast path. A negated class: `[\x7f-\U0010ffff]` took 3.6 ms to compile, on
+# every start.
+_MAYBE = re.compile("[^\x20-\x7e]")
 _HIDDEN_CATEGORIES = frozenset(("Cc", "Cf", "Co", "Cn", "Cs", "Zl", "Zp"))
 _FILLERS = frozenset("\u115f\u1160\u3164\uffa0")
 # Characters of other categories that draw nothing: the variation selectors (256 of them carry one hidden byte
 # each after any visible character, as tag characters do), the combining grapheme joiner, the Khmer inherent
 # vowels and the braille blank.
-_INVISIBLE = re.compile("[\ufe00-\ufe0f\U000e0100-\U000e01ef\u034f\u17b4\u17b5\u2800]")
+_INVISIBLE = frozenset("\u034f\u17b4\u17b5\u2800")
 _SHOWN = {"\n": "\\n", "\t": " "}
 
 
@@ -137,7 +139,9 @@ def is_hidden(ch: str) -> bool:
     """True for a character a terminal draws as nothing (or as a blank that is not a space)."""
     import unicodedata  # a C module, 0.2 ms: only text that is not ASCII pays it
 
-    return unicodedata.category(ch) in _HIDDEN_CATEGORIES or ch in _FILLERS or _INVISIBLE.match(ch) is not None
+    code = ord(ch)
+    return (unicodedata.category(ch) in _HIDDEN_CATEGORIES or ch in _FILLERS or ch in _INVISIBLE
+            or 0xfe00 <= code <= 0xfe0f or 0xe0100 <= code <= 0xe01ef)
 
 
 def _shown(match: re.Match[str]) -> str:
