@@ -13,6 +13,7 @@ from pathlib import Path
 from mam.errors import MamError
 from mam.safefile import open_unfollowed
 
+TOKEN = "spawn_token"  # the row field that names the spawn (or restore) that claimed it
 _TOKEN = re.compile(r"[0-9a-f]{16}")  # what spawn writes (secrets.token_hex(8)); anything else was never held
 _held: dict[str, tuple[int, Path]] = {}  # token: (fd, path) of the locks this process holds
 

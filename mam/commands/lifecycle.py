@@ -19,6 +19,7 @@ from mam.app import App
 from mam.commands.rows import rows_named, snapshot, unchanged_rows
 from mam.commands.status import checked_host, host_key, session_entry
 from mam.errors import MamError
+from mam.inflight import TOKEN
 from mam.names import check_name
 from mam.plugin.records import Agent, BackendSpec, CallContext, Failure, ServerOutcome, ServerState, SpawnRequest
 from mam.progress import waiting
@@ -35,7 +36,6 @@ AGENT_COMMANDS: dict[str, tuple[str, ...]] = {
 }
 POLL_INTERVAL = 0.05
 # The row a spawn claims carries this token: its later writes go only to a row that still holds it.
-TOKEN = "spawn_token"
 # What the last attempt at a row left: a re-spawn that replaces the row drops them.
 STALE_FIELDS = ("terminated_at", "terminated_reason", "stopped_at", "adopted_at")
 # What belongs to the agent a row held before: a new spawn of the name records its own, or none.

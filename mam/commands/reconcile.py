@@ -11,7 +11,6 @@ from typing import Any
 
 from mam import inflight, registry
 from mam.app import App
-from mam.commands.lifecycle import TOKEN
 from mam.commands.rows import snapshot, unchanged_rows
 from mam.commands.status import live_agent
 from mam.names import is_valid_name
@@ -184,8 +183,9 @@ def reconcile_document(app: App, apply: bool = False, adopt: bool = False, resto
     confirmed_rows = [r for r in rows if r.server_key not in unknown]
     # Looked at after the listings: a spawn that held its row then and has ended since wrote its outcome first,
     # so the row no longer is what was read, and make_change leaves it alone.
+    dot_mam = app.workspace.dot_mam
     in_flight = frozenset(r.key for r in confirmed_rows
-                          if r.status == "starting" and inflight.in_flight(app.workspace.dot_mam, r.raw.get(TOKEN)))
+                          if r.status == "starting" and inflight.in_flight(dot_mam, r.raw.get(inflight.TOKEN)))
     drifts = find_drifts(confirmed_rows, {k: o for k, o in outcomes.items() if k not in unknown}, adopt, in_flight)
     applied = False
     written: list[Drift] = []

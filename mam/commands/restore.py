@@ -20,7 +20,6 @@ from mam import inflight, registry, specsign
 from mam.app import App
 from mam.commands.lifecycle import (
     AGENT_COMMANDS,
-    TOKEN,
     agent_argv,
     check_env_names,
     env_assignments,
@@ -32,6 +31,7 @@ from mam.commands.lifecycle import (
 from mam.commands.rows import rows_named, rows_on, snapshot, unchanged_rows
 from mam.commands.status import live_agent
 from mam.errors import MamError
+from mam.inflight import TOKEN
 from mam.names import check_name
 from mam.plugin.records import CallContext, ServerOutcome, ServerState, SpawnRequest
 from mam.progress import waiting
