@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import shutil
@@ -25,6 +26,28 @@ _LEAKY_PREFIXES = ("MAM_", "HERDR_", "TMUX", "ZELLIJ", "CLAUDE", "CODEX_", "WORK
 # The terminal's size, which mam's tables fit to: pytest-xdist sets COLUMNS=80 in its workers, so a test that
 # wants a width sets it itself.
 _TERMINAL = ("COLUMNS", "LINES")
+
+
+# ssh's ControlPath sockets of a workspace whose path is too long for a socket path (every pytest tmp path) go to
+# $XDG_RUNTIME_DIR/mam-ssh, else to /tmp/mam-ssh-UID, which every test worker would share: one worker's
+# `ssh -O exit` (a test's teardown) then ended another worker's master in the middle of a call, which ssh reports
+# by exiting 255 without a word. One short folder per worker (the workers are processes; each imports this file),
+# set before any test runs, for the tests' own processes and for mam's code run inside the worker alike.
+RUNTIME_DIR = Path(tempfile.mkdtemp(prefix="mamrun-", dir="/tmp"))
+os.environ["XDG_RUNTIME_DIR"] = str(RUNTIME_DIR)
+
+
+def _end_runtime_dir() -> None:
+    """The worker's shared ssh connections end with it (they would linger for ControlPersist), then its folder."""
+    sockets = RUNTIME_DIR / "mam-ssh"
+    for sock in sorted(sockets.iterdir()) if sockets.is_dir() else []:
+        if sock.is_socket():
+            subprocess.run(["ssh", "-o", f"ControlPath={sock}", "-O", "exit", "mam-test"], capture_output=True,
+                           timeout=10, stdin=subprocess.DEVNULL, check=False)
+    shutil.rmtree(RUNTIME_DIR, ignore_errors=True)
+
+
+atexit.register(_end_runtime_dir)
 
 
 def clean_environ() -> dict[str, str]:

@@ -120,12 +120,14 @@ class Sshd:
                               capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
 
     def close_masters(self, control_dir: Path) -> None:
-        """Ask each ControlMaster with a socket in `control_dir` to exit (they would linger for ControlPersist)."""
-        if not control_dir.is_dir():
-            return
-        for sock in control_dir.iterdir():
-            if sock.is_socket():
-                self.ssh("-o", f"ControlPath={sock}", "-O", "exit", self.host, timeout=10)
+        """Ask each ControlMaster with a socket in `control_dir`, or in this worker's own folder for the sockets
+        of workspaces with long paths, to exit (they would linger for ControlPersist)."""
+        from conftest import RUNTIME_DIR
+
+        for folder in (control_dir, RUNTIME_DIR / "mam-ssh"):
+            for sock in sorted(folder.iterdir()) if folder.is_dir() else []:
+                if sock.is_socket():
+                    self.ssh("-o", f"ControlPath={sock}", "-O", "exit", self.host, timeout=10)
 
 
 def _client_config(path: Path, root: Path, port: int, key: Path) -> None:

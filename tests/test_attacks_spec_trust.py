@@ -166,8 +166,9 @@ def test_a_changed_host_is_never_reached_to_start_anything(victim: Victim, tmp_p
     edit_row(ws, "victim", lambda row: row.update(host="build1"))
     for args in (("restore", "--all"), ("reconcile", "--apply", "--restore")):
         proc = ws.mam(*args, env=env)
-        assert proc.returncode == 1, (args, proc.stdout, proc.stderr)
-        assert "untrusted" in proc.stdout and "argv: sh -c" in proc.stdout, proc.stdout
+        said = f"{args}: exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"  # a str: pytest shows it whole
+        assert proc.returncode == 1, said
+        assert "untrusted" in proc.stdout and "argv: sh -c" in proc.stdout, said
     calls = [json.loads(line)[-1] for line in log.read_text().splitlines()]
     assert calls and not any("new-session" in call for call in calls), calls
     assert not victim.mark.exists() and not server_up(victim.tmux, victim.server)

@@ -108,3 +108,27 @@ def test_queries_create_no_socket_and_start_no_server(ws: Workspace, tmux: Tmux)
     assert tmux.sockets() == before
     doc = json.loads(ws.mam("status", "--json").stdout)
     assert doc["servers"][0]["state"] == "down"
+
+
+def _table(*listening: tuple[str, str]) -> str:
+    lines = ["Num       RefCount Protocol Flags    Type St Inode Path"]
+    lines += [f"0000000000000000: 00000002 00000000 00010000 0001 01 {inode} {path}" for inode, path in listening]
+    return "\n".join(lines) + "\n"
+
+
+def test_a_namespace_whose_processes_end_while_mam_looks_is_left_out_not_unknown(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sandbox's short-lived command (another network namespace) may end between mam's listing of the
+    namespaces and its read of their socket tables: that namespace is listed again, and left out once no
+    process is in it; a down server stays down, and a listener found elsewhere is still found."""
+    from mam_tmux import backend
+
+    path = "/tmp/tmux-0/work"
+    tables = {"/proc/1/net/unix": _table(("77", path)), "/proc/9/net/unix": None}
+    listings = [{"net:[1]": ["1"], "net:[2]": ["9"]}, {"net:[1]": ["1"]}]
+    monkeypatch.setattr(backend, "net_namespaces", lambda **_: listings.pop(0))
+    monkeypatch.setattr(backend, "read_text", lambda p, **_: tables[p])
+    assert backend._listening_inodes(path, {}, 5.0) == {"77"} and not listings
+    # Still there, still unreadable (another user's sandbox): mam cannot tell, so never down.
+    listings[:] = [{"net:[1]": ["1"], "net:[2]": ["9"]}, {"net:[2]": ["9"]}]
+    assert backend._listening_inodes(path, {}, 5.0) is None and not listings

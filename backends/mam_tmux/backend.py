@@ -170,19 +170,32 @@ def _listening_inodes(path: str, env: Mapping[str, str], timeout: float) -> set[
     per namespace. None when mam cannot look: no /proc, a table it cannot read or does not recognise. Read
     with `net_namespaces` and `read_text`: on the machine tmux runs on."""
     spaces = net_namespaces(timeout=timeout, env=env)
-    if spaces is None:
-        return None
     inodes: set[str] = set()
-    for pids in spaces.values():
-        table = next((t for t in (read_text(f"/proc/{pid}/net/unix", timeout=timeout, env=env)
-                                  for pid in pids[:TABLE_TRIES]) if t is not None), None)
-        if table is None or not table.startswith(_TABLE_HEADER):
+    for attempt in range(2):
+        if spaces is None:
             return None
-        for line in table.split("\n")[1:]:  # Num RefCount Protocol Flags Type St Inode Path (one line each)
-            parts = line.split(None, 7)
-            if len(parts) == 8 and parts[7] == path and parts[6].isdigit() and _is_listening(parts[3]):
-                inodes.add(parts[6])
-    return inodes
+        missed: set[str] = set()
+        for space, pids in spaces.items():
+            table = next((t for t in (read_text(f"/proc/{pid}/net/unix", timeout=timeout, env=env)
+                                      for pid in pids[:TABLE_TRIES]) if t is not None), None)
+            if table is None:
+                missed.add(space)
+                continue
+            if not table.startswith(_TABLE_HEADER):
+                return None
+            for line in table.split("\n")[1:]:  # Num RefCount Protocol Flags Type St Inode Path (one line each)
+                parts = line.split(None, 7)
+                if len(parts) == 8 and parts[7] == path and parts[6].isdigit() and _is_listening(parts[3]):
+                    inodes.add(parts[6])
+        if not missed:
+            return inodes
+        if attempt:
+            break
+        # The processes tried may all have ended between the listing and the reads (a sandbox's short-lived
+        # command): those namespaces are listed again, and one no process is in any more is left out.
+        again = net_namespaces(timeout=timeout, env=env)
+        spaces = None if again is None else {space: again[space] for space in missed if space in again}
+    return None  # a namespace whose table could not be read twice: mam cannot tell
 
 
 def _is_listening(flags: str) -> bool:
