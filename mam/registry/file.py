@@ -65,7 +65,7 @@ class Row:
 
     @property
     def server_key(self) -> tuple[str, str, str]:
-        """(backend, server, host): the server this row's agent runs on, as mam.servers asks it."""
+        """(backend, server, host): the server this row's agent runs on, as mam.fanout asks it."""
         return (self.backend, self.server, self.host or "")
 
     @property
