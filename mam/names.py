@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from functools import cache
 
 from mam.errors import MamError
 
@@ -18,10 +19,9 @@ LOCAL = "local"  # the `host:` value (like an empty or absent one) that means th
 # bare IPv6 address. Never a leading '-' (an option), no whitespace, quote, '%' (a ssh token), '/' (ssh://...).
 _USER = r"(?:[A-Za-z0-9_][A-Za-z0-9._-]{0,63}@)?"
 _PORT = r"(?::(?P<port>[0-9]{1,5}))?"
-HOST_PATTERN = re.compile(
-    _USER + r"(?:(?P<name>[A-Za-z0-9_][A-Za-z0-9._-]{0,252})" + _PORT
-    + r"|\[(?P<v6b>[0-9A-Fa-f:.]{2,45})\](?::(?P<port6>[0-9]{1,5}))?"
-    + r"|(?P<v6>[0-9A-Fa-f]*:[0-9A-Fa-f]*:[0-9A-Fa-f:.]*))")
+_HOST = (_USER + r"(?:(?P<name>[A-Za-z0-9_][A-Za-z0-9._-]{0,252})" + _PORT
+         + r"|\[(?P<v6b>[0-9A-Fa-f:.]{2,45})\](?::(?P<port6>[0-9]{1,5}))?"
+         + r"|(?P<v6>[0-9A-Fa-f]*:[0-9A-Fa-f]*:[0-9A-Fa-f:.]*))")
 
 
 def is_valid_name(name: object) -> bool:
@@ -52,6 +52,16 @@ def check_name(name: str, what: str = "name") -> str:
     return name
 
 
+@cache
+def _host_pattern() -> re.Pattern[str]:
+    return re.compile(_HOST)  # compiled on first use: it costs 0.6 ms, and most commands meet no host
+
+
+def match_host(host: str) -> re.Match[str] | None:
+    """`host` read as an ssh destination: groups user@ (in the match), name, v6b or v6, and port or port6."""
+    return _host_pattern().fullmatch(host)
+
+
 def is_local(host: str | None) -> bool:
     return host is None or host in ("", LOCAL)
 
@@ -66,7 +76,7 @@ def check_host(host: str) -> str:
     elif any(ch.isspace() or not ch.isprintable() for ch in host):
         problem = "it contains whitespace or a control character"
     else:
-        match = HOST_PATTERN.fullmatch(host)
+        match = match_host(host)
         port = match and (match["port"] or match["port6"])
         if match is None:
             problem = "expected [user@]host[:port], an ssh_config alias or an IP address"

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from mam.errors import MamError
-from mam.names import HOST_PATTERN, check_host, is_local
+from mam.names import check_host, is_local, match_host
 from mam.plugin.records import CommandResult, ErrorKind, ServerError
 
 CONTROL_PERSIST = 60  # seconds a shared connection stays open after its last call
@@ -37,7 +37,7 @@ def split_host(host: str) -> tuple[str, int | None]:
     """The destination and port ssh gets for a host check_host accepted: `h:22` is `-p 22` and `h`."""
     if is_local(host):
         raise ValueError(f"not a remote host: {host!r}")
-    match = HOST_PATTERN.fullmatch(check_host(host))
+    match = match_host(check_host(host))
     if match is None:  # check_host accepted it, so it matched
         raise ValueError(f"not a remote host: {host!r}")
     user = host[:host.index("@") + 1] if "@" in host else ""
