@@ -27,7 +27,7 @@ MAX_PARALLEL = 64  # threads mostly wait on their backend process; 64 covers the
 def query_server(plugins: Plugins, backend_name: str, server: str, ctx: CallContext,
                  host: str | None = None) -> ServerOutcome:
     """One server's outcome. Never raises: whatever goes wrong is `unknown`, with the reason. On another `host`
-    the caller has entered its route (route.remote_route): the backend's calls go there, unknowing."""
+    the caller has entered its route (mam.route.remote_route): the backend's calls go there, unknowing."""
     outcome = _query(plugins, backend_name, server, ctx)
     return replace(outcome, host=host) if host else outcome
 
