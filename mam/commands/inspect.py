@@ -6,11 +6,13 @@ import shutil
 from typing import Any
 
 from mam.app import App
+from mam.availability import require_binary
+from mam.bootstrap import start_server
 from mam.commands.status import checked_host, host_key
 from mam.errors import MamError
+from mam.fanout import call_context, outcomes_for
 from mam.names import check_name
 from mam.plugin.records import ServerOutcome, ServerState
-from mam.servers import call_context, outcomes_for, require_binary, start_server
 
 
 def ls_document(app: App, server: str, host: str | None = None) -> tuple[dict[str, Any], ServerOutcome]:

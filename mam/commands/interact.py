@@ -11,12 +11,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from mam.app import App
+from mam.availability import require_binary, resolve_explicit_backend
 from mam.errors import MamError
+from mam.fanout import call_context, outcomes_for
 from mam.names import check_name
 from mam.plugin.records import AGENT_STATES, Agent, ErrorKind, ServerState
 from mam.registry import Row
-from mam.runner import remote_route
-from mam.servers import call_context, outcomes_for, require_binary, resolve_explicit_backend
+from mam.route import remote_route
 
 POLL_INTERVAL = 0.5
 # The shortest time limit a poll's calls get, near or past the deadline: time for a call to answer at all on a

@@ -16,17 +16,19 @@ from typing import Any
 
 from mam import inflight, registry
 from mam.app import App
+from mam.availability import require_binary
+from mam.bootstrap import start_server
 from mam.commands.rows import rows_named, snapshot, unchanged_rows
 from mam.commands.status import checked_host, host_key, session_entry
 from mam.errors import MamError
+from mam.fanout import query_server
 from mam.inflight import TOKEN
 from mam.names import check_name
 from mam.plugin.records import Agent, BackendSpec, CallContext, Failure, ServerOutcome, ServerState, SpawnRequest
 from mam.progress import waiting
 from mam.registry import Row, RowKey
 from mam.registry.file import ENV_NAME
-from mam.runner import remote_route
-from mam.servers import query_server, require_binary, start_server
+from mam.route import remote_route
 
 # The executable of each agent kind mam knows; anything else runs with --command.
 AGENT_COMMANDS: dict[str, tuple[str, ...]] = {

@@ -8,11 +8,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from mam.app import App
+from mam.availability import missing_binary_hint
+from mam.bootstrap import start_server
 from mam.errors import MamError
+from mam.fanout import query_server
 from mam.names import check_name
 from mam.plugin.records import CallContext, ServerCommand, ServerOptions, ServerState
-from mam.runner import remote_route
-from mam.servers import missing_binary_hint, query_server, start_server
+from mam.route import remote_route
 from mam.shims import SHIM_GUARD, is_native_binary, is_shim, path_without_shims
 
 

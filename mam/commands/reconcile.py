@@ -11,12 +11,13 @@ from typing import Any
 
 from mam import inflight, registry
 from mam.app import App
+from mam.availability import resolve_explicit_backend
 from mam.commands.rows import snapshot, unchanged_rows
 from mam.commands.status import live_agent
+from mam.fanout import ServerKey, outcomes_for
 from mam.names import is_valid_name
 from mam.plugin.records import Agent, ServerOutcome, ServerState
 from mam.registry import Row, RowKey
-from mam.servers import ServerKey, outcomes_for, resolve_explicit_backend
 
 
 @dataclass(frozen=True)

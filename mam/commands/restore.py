@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from mam import inflight, registry, specsign
 from mam.app import App
+from mam.availability import resolve_explicit_backend
+from mam.bootstrap import start_server
 from mam.commands.lifecycle import (
     AGENT_COMMANDS,
     agent_argv,
@@ -31,13 +33,13 @@ from mam.commands.lifecycle import (
 from mam.commands.rows import rows_named, rows_on, snapshot, unchanged_rows
 from mam.commands.status import live_agent
 from mam.errors import MamError
+from mam.fanout import ServerKey, outcomes_for
 from mam.inflight import TOKEN
 from mam.names import check_name
 from mam.plugin.records import CallContext, ServerOutcome, ServerState, SpawnRequest
 from mam.progress import waiting
 from mam.registry import Row, RowKey
-from mam.runner import remote_route
-from mam.servers import ServerKey, outcomes_for, resolve_explicit_backend, start_server
+from mam.route import remote_route
 
 if TYPE_CHECKING:
     from mam.kinds.library import Library

@@ -6,11 +6,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mam.app import App
+from mam.availability import resolve_explicit_backend
 from mam.errors import MamError
+from mam.fanout import ServerKey, call_context, outcomes_for
 from mam.names import check_name
 from mam.plugin.records import AGENT_STATES, Agent, AgentState, ServerOutcome, ServerState
 from mam.registry import Row
-from mam.servers import ServerKey, call_context, outcomes_for, resolve_explicit_backend
 
 
 def live_agent(row: Row, outcome: ServerOutcome | None) -> tuple[str, Agent | None]:
@@ -68,16 +69,16 @@ def checked_host(host: str | None) -> str | None:
     """--host as given (validated: exit 2 for anything ssh could read as an option), "local" for this machine."""
     if host is None:
         return None
-    from mam.transport import check_host
+    from mam.names import check_host
 
     return check_host(host)
 
 
 def host_key(host: str | None) -> str:
-    """A checked host as the servers' keys hold it: "" for this machine (mam.transport.is_local)."""
+    """A checked host as the servers' keys hold it: "" for this machine (mam.names.is_local)."""
     if not host:
         return ""
-    from mam.transport import is_local
+    from mam.names import is_local
 
     return "" if is_local(host) else host
 
@@ -156,7 +157,7 @@ class _StateReader:
 def _state_reader(app: App, rows: Sequence[Row], into: dict[ServerKey, Any]) -> _StateReader:
     from mam.commands import state as agent_state
     from mam.kinds.classify import SCREEN_TIMEOUT, SCREEN_TIMEOUT_VAR
-    from mam.runner import timeout_from_env
+    from mam.settings import timeout_from_env
 
     library = agent_state.LazyLibrary(app.workspace.dot_mam / "states.yaml")
     stale_after = timeout_from_env(app.env, "MAM_STALE_SECONDS", agent_state.STALE_AFTER)
@@ -213,7 +214,7 @@ def unanswered(app: App, doc: Mapping[str, Any]) -> tuple[list[str], bool]:
     # (explicitly or by default) for a workspace without such rows gets "pick another".
     rowed = {s["backend"] for s in doc.get("sessions", ())}
     for backend, message in sorted(missing.items()):
-        from mam.servers import missing_binary_hint
+        from mam.availability import missing_binary_hint
 
         try:
             hint = missing_binary_hint(app, backend, of_row=backend in rowed or backend != app.backend_name)
