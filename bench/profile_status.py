@@ -23,7 +23,7 @@ t0 = time.perf_counter()
 import json, sys
 from mam.app import App
 from mam.servers import call_context, resolve_explicit_backend
-from mam.commands.status import session_entry
+from mam.rows import session_entry
 from mam.servers import query_servers
 t1 = time.perf_counter()
 app = App.open(None, "tmux")

@@ -107,7 +107,7 @@ def test_without_a_current_twin_the_yaml_is_what_counts(tmp_path: Path, monkeypa
 
 def test_every_shipped_kind_with_a_program_can_be_spawned_by_its_name() -> None:
     """`mam spawn --agent KIND` runs a kind's own program: every kind the library reads screens for is one."""
-    from mam.commands.lifecycle import AGENT_COMMANDS
+    from mam.launch import AGENT_COMMANDS
 
     for name, kind in SHIPPED.kinds.items():
         if kind.programs:
