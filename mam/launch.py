@@ -25,12 +25,6 @@ from mam.registry import Row, RowKey
 from mam.registry.file import ENV_NAME
 from mam.servers import query_server
 
-# The executable of each agent kind mam knows; anything else runs with --command.
-AGENT_COMMANDS: dict[str, tuple[str, ...]] = {
-    "claude": ("claude",), "codex": ("codex",), "gemini": ("gemini",), "opencode": ("opencode",),
-    "grok": ("grok",), "hermes": ("hermes",), "cursor": ("cursor-agent",), "copilot": ("copilot",),
-    "qwen": ("qwen",), "amp": ("amp",), "goose": ("goose",), "crush": ("crush",), "aider": ("aider",),
-}
 POLL_INTERVAL = 0.05  # between the listings a launch polls until its agent shows
 # What the last attempt at a row left: a re-spawn that replaces the row drops them.
 STALE_FIELDS = ("terminated_at", "terminated_reason", "stopped_at", "adopted_at")
@@ -47,13 +41,16 @@ def agent_argv(agent: str | None, command: str | None, args: list[str]) -> tuple
         return (*words, *args)
     if agent is None:
         raise MamError("usage", "say which agent to run with --agent KIND, or any program with --command CMD")
-    if agent not in AGENT_COMMANDS:
-        known = ", ".join(sorted(AGENT_COMMANDS))
+    from mam.kinds.library import agent_programs
+
+    programs = agent_programs()
+    if agent not in programs:
+        known = ", ".join(sorted(programs))
         from mam.registry.yamlio import brief
 
         raise MamError("usage", f"unknown agent kind {brief(agent)}: known are {known}",
                        hint="run any other agent with --command CMD")
-    return (*AGENT_COMMANDS[agent], *args)
+    return (*programs[agent], *args)
 
 
 def _shown(text: str) -> str:

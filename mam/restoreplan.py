@@ -22,8 +22,8 @@ from mam.app import App
 from mam.errors import MamError
 from mam.hosts import checked_host
 from mam.inflight import TOKEN
+from mam.kinds.library import agent_programs
 from mam.launch import (
-    AGENT_COMMANDS,
     agent_argv,
     check_env_names,
     env_assignments,
@@ -82,7 +82,7 @@ def row_spec(row: Row) -> dict[str, Any] | None:
     directory are enough to start it."""
     if row.spec is not None and (row.spec.get("kind") or row.spec.get("command")) and row.spec.get("cwd"):
         return row.spec
-    if row.spec is None and row.agent in AGENT_COMMANDS and row.cwd:
+    if row.spec is None and row.agent in agent_programs() and row.cwd:
         return {"kind": row.agent, "args": [], "cwd": row.cwd, "env_names": []}
     return None
 

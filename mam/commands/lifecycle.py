@@ -15,8 +15,8 @@ from mam.app import App
 from mam.errors import MamError
 from mam.hosts import checked_host, chosen_host, host_key
 from mam.inflight import TOKEN
+from mam.kinds.library import agent_programs
 from mam.launch import (
-    AGENT_COMMANDS,
     STALE_FIELDS,
     agent_argv,
     check_env_names,
@@ -120,8 +120,8 @@ def check_label(app: App, agent: str) -> None:
     """`--agent KIND` beside `--command`: KIND says whose screen the program draws, so it must be a kind mam
     knows (shipped, or the workspace's own in .mam/states.yaml); a misspelt one would read no screen."""
     kinds = set(app.kinds.kinds)
-    if agent not in kinds and agent not in AGENT_COMMANDS:
-        known = ", ".join(sorted((kinds - {"generic"}) | set(AGENT_COMMANDS)))
+    if agent not in kinds and agent not in agent_programs():
+        known = ", ".join(sorted((kinds - {"generic"}) | set(agent_programs())))
         from mam.registry.yamlio import brief
 
         raise MamError("usage", f"unknown agent kind {brief(agent)}: known are {known}",
@@ -195,7 +195,7 @@ def spawn_document(app: App, name: str, *, agent: str | None, server: str | None
 
 def _spawn(app: App, name: str, agent: str | None, server: str, cwd: str | None, command: str | None,
            args: list[str], env_names: list[str] | None, progress: bool, there: str) -> dict[str, Any]:
-    if command is None and agent is not None and agent not in AGENT_COMMANDS and agent in app.kinds.kinds:
+    if command is None and agent is not None and agent not in agent_programs() and agent in app.kinds.kinds:
         # a kind of the library (`generic`, one of .mam/states.yaml) names screen rules, not a program to run
         raise MamError("usage", f"--agent {agent} alone: mam has no program to run for that kind",
                        hint=f"give the program with --command CMD (with --agent {agent}, its screen is read as "
