@@ -24,7 +24,7 @@ import json, sys
 from mam.app import App
 from mam.availability import resolve_explicit_backend
 from mam.fanout import call_context
-from mam.commands.status import session_entry
+from mam.rows import session_entry
 from mam.fanout import query_servers
 t1 = time.perf_counter()
 app = App.open(None, "tmux")

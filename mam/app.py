@@ -93,7 +93,7 @@ class App:
     @cached_property
     def kinds(self) -> Library:
         """The agent-kind library with the workspace's .mam/states.yaml, read once per command (a bad file is
-        refused, exit 2). `status` loads its own, in a thread beside the listings (mam.commands.state)."""
+        refused, exit 2). `status` loads its own, in a thread beside the listings (mam.agentstate)."""
         from mam.kinds.library import load_library
 
         return load_library(self.workspace.dot_mam / "states.yaml")
