@@ -22,6 +22,8 @@ import pytest
 
 # The backend kit's fixtures, and its report of what it did not test of each backend (here: also under xdist).
 pytest_plugins = ["mam.testing.pytest_plugin"]
+# tests/plugins/* are packages of their own: their tests run installed, through tests/test_kit.py.
+collect_ignore_glob = ["plugins/*"]
 
 FAKES = Path(__file__).parent / "fakes"
 # Variables of the developer's own session that must never reach a test's mam or fake.

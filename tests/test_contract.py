@@ -21,6 +21,7 @@ from mam_herdr.backend import HerdrBackend
 from mam_tmux.backend import TmuxBackend
 from mam_zellij.backend import ZellijBackend
 
+
 class TestHerdrContract(BackendContract):
     down_samples: ClassVar[list[tuple[str, int]]] = [
         ('{"error":{"code":"server_not_running"}}', 1),

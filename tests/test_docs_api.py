@@ -59,6 +59,6 @@ def test_the_hooks_are_listed_in_the_guide_only() -> None:
 
 def test_the_guide_points_at_the_tested_examples() -> None:
     text = GUIDE.read_text()
-    for example in ("tests/plugins/mam-echo", "tests/plugins/mam-wrap"):
+    for example in ("tests/plugins/mam-echo", "tests/plugins/mam-wrap", "tests/plugins/mam-minitmux"):
         assert f"]({Path('..') / example})" in text, example
         assert (ROOT / example / "pyproject.toml").is_file()
