@@ -3,8 +3,8 @@
 Subclass it in a test module and override the `backend` fixture; override `populated_server`,
 `empty_server` and `bootstrap_server` to give it servers to work with (each may return None: the checks
 that need it are then skipped, and said so in the kit's report), `spawn_request` with an agent your backend can
-start, and set `down_samples` with failures your backend must call down. docs/backends.md, "5. The kit", says
-what each fixture and setting is for.
+start, and set `down_samples` with failures your backend must call down. docs/backends.md ("The kit: testing a
+whole backend") says what each fixture and setting is for.
 
 Every optional operation the backend declares (`BackendSpec.operations`; without it, those its object has a
 method for) is tested, and one it declares without the method fails; each one it leaves out is a line of the
