@@ -97,3 +97,20 @@ def main(args: list[str]) -> int:
         sys.stderr.write(f"mam: report: could not write the report: {exc}\n"[:400])
         return 1
     return 0
+
+
+def identity(spawn_env: bool, remote: bool, name: str, dot_mam: object) -> list[str]:
+    """The variables spawn and restore give an agent so that its hooks' `mam report` knows whose state it says
+    (NAME=VALUE). Only where the backend sets them out of the pane's command line (tmux, herdr) and the agent runs
+    on this machine: a remote agent's report would land on its host, where no status reads it. The agent's old
+    report is removed first: it spoke of a pane that is gone."""
+    if not spawn_env or remote:
+        return []
+    from pathlib import Path
+
+    dot = Path(str(dot_mam))
+    try:
+        (dot / FOLDER / f"{name}.json").unlink(missing_ok=True)
+    except OSError:
+        pass
+    return [f"MAM_AGENT={name}", f"MAM_WORKSPACE={dot.parent}"]
