@@ -75,7 +75,7 @@ def _write_reports(env: dict[str, str], workspace: str) -> int:
                               "#{pane_pid}"], env=env, capture_output=True, text=True, timeout=30).stdout.strip()
         (folder / f"{session['name']}.json").write_text(json.dumps(
             {"schema": 1, "agent": session["name"], "state": "idle", "time": time.time(),
-             "panes": {"tmux": session["pane_id"]}, "pids": [int(pid)]}))
+             "panes": {"TMUX_PANE": session["pane_id"]}, "pids": [int(pid)]}))
     return len(doc["sessions"])
 
 

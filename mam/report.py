@@ -18,8 +18,9 @@ import time
 
 STATES = ("working", "blocked", "idle", "done")
 FOLDER = "reports"
-# The variables that name the pane the hook runs in, by backend: mam checks the one of its pane.
-PANE_VARIABLES = {"tmux": "TMUX_PANE", "herdr": "HERDR_PANE_ID", "zellij": "ZELLIJ_PANE_ID"}
+# The variables that name the pane the hook runs in (each multiplexer's marker, e.g. tmux's $TMUX_PANE): taken by
+# their ending, as the backends' own names live in their plugins, which this fast path never loads.
+PANE_SUFFIXES = ("_PANE", "_PANE_ID")
 MAX_ANCESTORS = 16  # a hook runs a few processes below the agent (its shell, a wrapper): enough to reach the pane's
 SCHEMA = 1
 
@@ -52,7 +53,8 @@ def valid_agent(name: str) -> bool:
 
 
 def record(state: str, env: dict[str, str] | os._Environ[str], now: float | None = None) -> dict[str, object]:
-    panes = {backend: env[var] for backend, var in PANE_VARIABLES.items() if env.get(var)}
+    panes = {name: value for name, value in env.items() if name.endswith(PANE_SUFFIXES) and value and
+             len(value) <= 200}
     return {"schema": SCHEMA, "agent": env.get("MAM_AGENT"), "state": state,
             "time": time.time() if now is None else now, "panes": panes, "pids": ancestors()}
 

@@ -78,10 +78,9 @@ def set_aside(report: Report, pane_id: str | None, capture: PaneCapture | None, 
     age = now - report.time
     if age > fresh:
         return f"its hook report is {age:.0f} s old (older than {fresh:g} s)"
-    # tmux's pane ids ("%3") are what $TMUX_PANE holds; other backends' ids are compared where they are the same
-    # words (a herdr or zellij listing may spell its pane otherwise: then the process and the age decide).
-    theirs = report.panes.get("tmux") if pane_id is not None and pane_id.startswith("%") else None
-    if theirs is not None and theirs != pane_id:
+    # The pane variables the report saw (tmux's holds "%3", as the listing spells the pane): none of them naming
+    # the agent's pane now is a report from elsewhere (an agent of the same name on another server).
+    if pane_id is not None and report.panes and pane_id not in report.panes.values():
         return "its hook report came from another pane"
     if capture is not None:
         if capture.dead:

@@ -181,7 +181,7 @@ def test_report_writes_the_agents_file(ws: Workspace) -> None:
     proc = report(ws, "blocked", MAM_AGENT="fixer", TMUX_PANE="%7")
     assert proc.returncode == 0 and proc.stdout == proc.stderr == ""
     data = json.loads((ws.root / ".mam" / "reports" / "fixer.json").read_text())
-    assert data["state"] == "blocked" and data["panes"] == {"tmux": "%7"} and data["agent"] == "fixer"
+    assert data["state"] == "blocked" and data["panes"] == {"TMUX_PANE": "%7"} and data["agent"] == "fixer"
     assert os.getpid() in data["pids"]  # the process that ran it is one of its ancestors
     # Codex appends its event as JSON: ignored.
     assert report(ws, "idle", '{"type": "agent-turn-complete"}', MAM_AGENT="fixer").returncode == 0

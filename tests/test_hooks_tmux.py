@@ -65,7 +65,7 @@ def test_the_hook_decides_until_the_screen_changes_after_it(ws: Workspace, tmux:
     assert (found["state"], found["state_source"]) == ("idle", "hook"), found
     assert 0 <= found["state_age"] < 20 and "its own hook reported idle" in found["evidence"]["fact"]
     report = json.loads((ws.root / ".mam" / "reports" / "hooked.json").read_text())
-    assert report["panes"] == {"tmux": pane}
+    assert report["panes"] == {"TMUX_PANE": pane}
     # A report older than the freshness limit is set aside.
     time.sleep(1.2)
     old = entry(ws, "hooked", MAM_HOOK_FRESH="1")
