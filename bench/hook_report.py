@@ -63,12 +63,13 @@ def report_cost(runs: int) -> dict[str, Any]:
     return {"runs": runs, "samples": samples, "modules": out, "mam_modules": mam_modules, "pyc_bytes": pyc}
 
 
-def _write_reports(env: dict[str, str], workspace: str) -> int:
-    """A fresh `mam report idle` for every agent, as its hook would write it from inside its pane."""
+def _write_reports(env: dict[str, str], workspace: str, into: str) -> int:
+    """A fresh `mam report idle` for every agent of `workspace`'s registry, written into workspace `into`, as
+    each agent's hook would write it from inside its pane."""
     doc = json.loads(subprocess.run([sys.executable, "-m", "mam", "--backend", "tmux", "status", "--no-state",
                                      "--json"], env=env, cwd=workspace, capture_output=True, text=True,
                                     check=True, timeout=60).stdout)
-    folder = Path(workspace) / ".mam" / "reports"
+    folder = Path(into) / ".mam" / "reports"
     folder.mkdir(parents=True, exist_ok=True)
     for session in doc["sessions"]:
         pid = subprocess.run(["tmux", "-L", session["server"], "display", "-p", "-t", session["pane_id"],
@@ -80,26 +81,33 @@ def _write_reports(env: dict[str, str], workspace: str) -> int:
 
 
 def status_cost(servers: int, agents: int, runs: int) -> dict[str, Any]:
+    """The three cases timed in turns: the same servers, the same registry, in two workspaces, one of them
+    with a report per agent."""
+    import shutil
+
     from state_status import _standin
     from tmux_status import tmux_servers
 
-    mam = [sys.executable, "-c", ENTRY]
+    mam = [sys.executable, "-c", ENTRY, "--backend", "tmux"]
     with tmux_servers(servers, agents, _standin, prefix="hook", settle=1.0, unique=True) as (env, workspace):
         env = {**env, **{"PYTHONPATH": _env()["PYTHONPATH"]}}
-        cases = [(NO_REPORTS, [*mam, "--backend", "tmux", "status", "--json"]),
-                 (NO_STATE, [*mam, "--backend", "tmux", "status", "--no-state", "--json"])]
-        without = interleaved(cases, runs, env, workspace)
-        _write_reports(env, workspace)
-        sources = json.loads(subprocess.run([*mam, "--backend", "tmux", "status", "--json"], env=env, cwd=workspace,
-                                            capture_output=True, text=True, check=True, timeout=60).stdout)
-        seen: dict[str, int] = {}
-        for session in sources["sessions"]:
-            seen[session["state_source"]] = seen.get(session["state_source"], 0) + 1
-        with_reports = interleaved([(REPORTS, [*mam, "--backend", "tmux", "status", "--json"]),
-                                    (NO_STATE + " ", [*mam, "--backend", "tmux", "status", "--no-state", "--json"])],
-                                   runs, env, workspace)
-    return {"servers": servers, "agents": agents, "runs": runs, "sources_with_reports": seen,
-            "samples": {**without, **with_reports}}
+        reported = tempfile.mkdtemp(prefix="mam-hook-reported-")
+        try:
+            shutil.copytree(Path(workspace) / ".mam", Path(reported) / ".mam")
+            _write_reports(env, workspace, reported)
+            sources = json.loads(subprocess.run([*mam, "--workspace", reported, "status", "--json"], env=env,
+                                                cwd=workspace, capture_output=True, text=True, check=True,
+                                                timeout=60).stdout)
+            seen: dict[str, int] = {}
+            for session in sources["sessions"]:
+                seen[session["state_source"]] = seen.get(session["state_source"], 0) + 1
+            cases = [(NO_STATE, [*mam, "status", "--no-state", "--json"]),
+                     (NO_REPORTS, [*mam, "status", "--json"]),
+                     (REPORTS, [*mam, "--workspace", reported, "status", "--json"])]
+            samples = interleaved(cases, runs, env, workspace)
+        finally:
+            shutil.rmtree(reported, ignore_errors=True)
+    return {"servers": servers, "agents": agents, "runs": runs, "sources_with_reports": seen, "samples": samples}
 
 
 def main() -> None:
@@ -122,12 +130,13 @@ def main() -> None:
     if args.skip_status:
         return
     status = status_cost(args.servers, args.agents, args.runs)
-    s = {label.strip(): median(v) for label, v in status["samples"].items()}
+    s = {label: median(v) for label, v in status["samples"].items()}
     n = status["servers"] * status["agents"]
     print(f"State at {n} agents on {status['servers']} tmux servers ({status['runs']} runs each, in turns):\n")
     print(f"| {NO_STATE} | {NO_REPORTS} | {REPORTS} |\n|---|---|---|")
     print(f"| {s[NO_STATE]:.0f} ms | {s[NO_REPORTS]:.0f} ms | {s[REPORTS]:.0f} ms |\n")
-    print(f"Sources with a report per agent: {status['sources_with_reports']}.")
+    print(f"Sources with a report per agent, just written: {status['sources_with_reports']} (as the runs go on,"
+          " the reports of the working agents give way to their screens, which keep changing).")
 
 
 if __name__ == "__main__":
