@@ -92,10 +92,15 @@ def set_aside(report: Report, pane_id: str | None, capture: PaneCapture | None, 
     return None
 
 
-def from_report(report: Report, now: float) -> AgentState:
+def from_report(report: Report, now: float, capture: PaneCapture | None = None) -> AgentState:
+    """The report's state; `idle` is `done` when no client has looked at the pane since it last changed, as on
+    the screen (docs/states.md)."""
     age = max(0.0, now - report.time)
-    return AgentState(report.state, "hook", {"rule": None, "line": None,
-                                             "fact": f"its own hook reported {report.state} {age:.0f} s ago"}, age)
+    fact = f"its own hook reported {report.state} {age:.0f} s ago"
+    state = report.state
+    if state == "idle" and capture is not None and capture.seen is False:
+        state, fact = "done", fact + "; no client has looked at it since its last output"
+    return AgentState(state, "hook", {"rule": None, "line": None, "fact": fact}, age)
 
 
 # The titles agents set on their panes (docs/states.md, "Titles"): a prefix or a mark per state. A title says
@@ -163,7 +168,7 @@ def decide(found: Mapping[str, Any], panes: Mapping[str, str | None], found_repo
         report = found_reports.get(name)
         why = set_aside(report, panes.get(name), capture, now, fresh) if report is not None else None
         if report is not None and why is None:
-            out[name] = from_report(report, now)
+            out[name] = from_report(report, now, capture)
             continue
         if isinstance(item, Screen):
             state = read_screen(item)
