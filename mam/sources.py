@@ -16,12 +16,9 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mam.plugin.records import AgentState, PaneCapture
-
-if TYPE_CHECKING:
-    from mam.kinds.library import Library
 
 HOOK_FRESH = 600.0
 # window_activity counts whole seconds, and an agent draws its prompt just after its Stop hook ran: a change
@@ -155,26 +152,24 @@ def _with_fact(state: AgentState, fact: str) -> AgentState:
 
 
 def decide(found: Mapping[str, Any], panes: Mapping[str, str | None], found_reports: Mapping[str, Report],
-           read_screen: Callable[[Any], AgentState], library: Callable[[], Library] | None = None,
+           read_screen: Callable[[Any], AgentState], kind_of: Callable[[Any], str | None] | None = None,
            now: float | None = None, fresh: float = HOOK_FRESH) -> dict[str, AgentState]:
-    """Each agent's state from its sources. `found` holds what the backend gave (an AgentState, or a Screen
-    still to be read by `read_screen`); `panes` each agent's pane id from the listing."""
-    from mam.commands.state import Screen, kind_of
-
+    """Each agent's state from its sources. `found` holds what the backend gave: an AgentState, or a screen
+    still to be read (an object with `capture` and `stale_after`: mam.commands.state.Screen) by `read_screen`;
+    `kind_of` names a screen's kind, for its title. `panes`: each agent's pane id from the listing."""
     now = time.time() if now is None else now
     out: dict[str, AgentState] = {}
     for name, item in found.items():
-        capture = item.capture if isinstance(item, Screen) else None
+        capture: PaneCapture | None = None if isinstance(item, AgentState) else item.capture
         report = found_reports.get(name)
         why = set_aside(report, panes.get(name), capture, now, fresh) if report is not None else None
         if report is not None and why is None:
             out[name] = from_report(report, now, capture)
             continue
-        if isinstance(item, Screen):
+        if not isinstance(item, AgentState):
             state = read_screen(item)
-            if capture is not None and capture.title and library is not None:
-                kind = kind_of(library(), item.kinds, capture.command)
-                state = from_title(kind, capture, state, item.stale_after) or state
+            if capture is not None and capture.title and kind_of is not None:
+                state = from_title(kind_of(item), capture, state, item.stale_after) or state
             if state.source == "screen" and state.age is None and capture is not None:
                 state = replace(state, age=capture.idle_seconds)
         else:

@@ -45,16 +45,21 @@ def test_a_title_never_hides_a_prompt_on_the_screen() -> None:
     assert title_state("claude", "✳ Claude Code") == "idle"
     assert title_state("codex", "[ ! ] Action Required") == "blocked"
     assert title_state("claude", "my-host") is None and title_state("aider", "✳ x") is None
+    from mam.commands.state import kind_of
     from mam.kinds.library import load_library
 
     library = load_library(None)
+
+    def kind(item: Screen) -> str | None:
+        return kind_of(library, item.kinds, None)
+
     capture = PaneCapture("x", title="⠂ Fixing the queue", idle_seconds=1.0, seen=True)
     found = {"a": Screen(("claude",), capture, 10.0)}
-    blocked = decide(found, {}, {}, lambda s: screen_of("blocked"), lambda: library)["a"]
+    blocked = decide(found, {}, {}, lambda s: screen_of("blocked"), kind)["a"]
     assert blocked.source == "screen" and blocked.state == "blocked"
-    titled = decide(found, {}, {}, lambda s: screen_of("unknown"), lambda: library)["a"]
+    titled = decide(found, {}, {}, lambda s: screen_of("unknown"), kind)["a"]
     assert (titled.state, titled.source, titled.age) == ("working", "title", 1.0)
     # A working title on a pane unchanged for longer than the stale limit says nothing.
     still = PaneCapture("x", title="⠂ Fixing the queue", idle_seconds=30.0, seen=True)
     assert decide({"a": Screen(("claude",), still, 10.0)}, {}, {}, lambda s: screen_of("unknown"),
-                  lambda: library)["a"].source == "screen"
+                  kind)["a"].source == "screen"

@@ -158,11 +158,13 @@ class _StateReader:
         def screen(item: Any) -> AgentState:
             return agent_state.read_capture(self.library(), item.kinds, item.capture, item.stale_after, self.budget)
 
+        def kind(item: Any) -> str | None:
+            return agent_state.kind_of(self.library(), item.kinds, item.capture.command)
+
         out: dict[ServerKey, Mapping[str, AgentState]] = {}
         for key, states in found.items():
             reports = sources.reports(self.dot_mam, list(states)) if not key[2] else {}
-            out[key] = sources.decide(states, self.panes.get(key, {}), reports, screen, self.library,
-                                      fresh=self.fresh)
+            out[key] = sources.decide(states, self.panes.get(key, {}), reports, screen, kind, fresh=self.fresh)
         return out
 
 
