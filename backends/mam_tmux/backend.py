@@ -80,8 +80,9 @@ _FACTS = re.compile(rf"(%[0-9]+){SEP}([01]){SEP}([0-9]*){SEP}([0-9]*){SEP}([0-9]
 # The header may start with the server's clock (strftime's %s, which display-message expands): activity times are
 # the server's, so idleness is measured on its clock, not on this machine's (another host's may differ).
 SERVER_CLOCK = "%s"
-# Panes per capture call: each adds about 310 bytes of command, and tmux refuses a command of more than 16 KiB
-# ("command too long"): 53 panes pass on tmux 3.3a, 54 do not (about 60 did before the cursor was asked for).
+# Panes per capture call: each adds about 350 bytes of command, and tmux refuses a command of more than 16 KiB
+# ("command too long"): 53 panes passed on tmux 3.3a before pane_pid and pane_title were asked for (about 310
+# bytes each), so about 46 now; 40 pass in one call (checked on tmux 3.3a).
 CAPTURE_BATCH = 40
 _FACTS_LINE = re.compile(rf"(?:([0-9]+){SEP})?" + _FACTS.pattern + "\n")
 _ESCAPE = re.compile(r"\\(.)", re.DOTALL)
