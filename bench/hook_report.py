@@ -110,33 +110,56 @@ def status_cost(servers: int, agents: int, runs: int) -> dict[str, Any]:
     return {"servers": servers, "agents": agents, "runs": runs, "sources_with_reports": seen, "samples": samples}
 
 
+HEADING = "## The hook path"
+
+
+def write(text: str) -> None:
+    """`text` as this benchmark's section of RESULTS.md, in place of an earlier one (run.py rewrites the file
+    without it: run this again after it)."""
+    path = BENCH / "RESULTS.md"
+    old = path.read_text() if path.exists() else "# Results\n"
+    if HEADING in old:
+        head, _, rest = old.partition(HEADING)
+        tail = rest.split("\n## ", 1)
+        old = head.rstrip("\n") + "\n\n" + ("## " + tail[1] if len(tail) > 1 else "")
+    path.write_text(old.rstrip("\n") + "\n\n" + text.rstrip("\n") + "\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--servers", type=int, default=10)
     parser.add_argument("--agents", type=int, default=5)
     parser.add_argument("--skip-status", action="store_true")
+    parser.add_argument("--write", action="store_true", help="put the numbers into bench/RESULTS.md")
     args = parser.parse_args()
+    import datetime
+
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "mam"), str(ROOT / "backends")],
                    check=True, timeout=120)
     cost = report_cost(args.runs)
     m = {label: median(s) for label, s in cost["samples"].items()}
-    print(f"## The hook path (`bench/hook_report.py`, {cost['runs']} runs, load {os.getloadavg()[0]:.1f})\n")
-    print(f"| {BARE} | {REPORT} | {VERSION} | report over bare |\n|---|---|---|---|")
-    print(f"| {m[BARE]:.1f} ms | {m[REPORT]:.1f} ms | {m[VERSION]:.1f} ms | +{m[REPORT] - m[BARE]:.1f} ms |\n")
-    print(f"`mam report` loads {len(cost['mam_modules'])} of mam's modules ({', '.join(cost['mam_modules'])}), "
-          f"{cost['pyc_bytes']:,} bytes of compiled bytecode, and {len(cost['modules']) - len(cost['mam_modules'])} "
-          "others.\n")
-    if args.skip_status:
-        return
-    status = status_cost(args.servers, args.agents, args.runs)
-    s = {label: median(v) for label, v in status["samples"].items()}
-    n = status["servers"] * status["agents"]
-    print(f"State at {n} agents on {status['servers']} tmux servers ({status['runs']} runs each, in turns):\n")
-    print(f"| {NO_STATE} | {NO_REPORTS} | {REPORTS} |\n|---|---|---|")
-    print(f"| {s[NO_STATE]:.0f} ms | {s[NO_REPORTS]:.0f} ms | {s[REPORTS]:.0f} ms |\n")
-    print(f"Sources with a report per agent, just written: {status['sources_with_reports']} (as the runs go on,"
-          " the reports of the working agents give way to their screens, which keep changing).")
+    lines = [f"{HEADING} (`bench/hook_report.py`, {cost['runs']} runs)", "",
+             f"Measured alone on {datetime.date.today().isoformat()}, load average {os.getloadavg()[0]:.1f} (other "
+             "jobs ran beside it: compare the columns, timed in turns, rather than the absolute times).", "",
+             f"| {BARE} | {REPORT} | {VERSION} | report over bare |", "|---|---|---|---|",
+             f"| {m[BARE]:.1f} ms | {m[REPORT]:.1f} ms | {m[VERSION]:.1f} ms | +{m[REPORT] - m[BARE]:.1f} ms |", "",
+             f"`mam report` loads {len(cost['mam_modules'])} of mam's modules ({', '.join(cost['mam_modules'])}), "
+             f"{cost['pyc_bytes']:,} bytes of compiled bytecode, and {len(cost['modules']) - len(cost['mam_modules'])}"
+             " others.", ""]
+    if not args.skip_status:
+        status = status_cost(args.servers, args.agents, args.runs)
+        s = {label: median(v) for label, v in status["samples"].items()}
+        n = status["servers"] * status["agents"]
+        lines += [f"State at {n} agents on {status['servers']} tmux servers ({status['runs']} runs each, in turns):",
+                  "", f"| {NO_STATE} | {NO_REPORTS} | {REPORTS} |", "|---|---|---|",
+                  f"| {s[NO_STATE]:.0f} ms | {s[NO_REPORTS]:.0f} ms | {s[REPORTS]:.0f} ms |", "",
+                  f"Sources with a report per agent, just written: {status['sources_with_reports']} (as the runs go "
+                  "on, the reports of the working agents give way to their screens, which keep changing).", ""]
+    text = "\n".join(lines)
+    print(text)
+    if args.write:
+        write(text)
 
 
 if __name__ == "__main__":
