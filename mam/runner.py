@@ -179,23 +179,25 @@ def with_route(route: Route | None, fn: Callable[P, T], *args: P.args, **kwargs:
         return fn(*args, **kwargs)
 
 
-def run(argv: Sequence[str], *, timeout: float, env: Mapping[str, str], cwd: str | None = None) -> CommandResult:
+def run(argv: Sequence[str], *, timeout: float, env: Mapping[str, str], cwd: str | None = None,
+        stdin: bytes | None = None) -> CommandResult:
     """Run `argv` to completion or until `timeout` seconds, then kill it and everything it started: here, or
     on the current route's host through ssh (see _run_remote).
 
     It gets its own process group so that a timeout takes its children too, and stdin from /dev/null so that
-    it can never wait for a terminal.
+    it can never wait for a terminal; or, when `stdin` is given, those bytes and then end of file (a text too
+    long for an argument, e.g. `tmux load-buffer -`).
     """
     route = _route.get()
-    if route is not None and route.batch is not None:
+    if route is not None and route.batch is not None and stdin is None:  # a batch shares one stdin: never
         return route.batch.run(route, argv, timeout=timeout, env=env)
     if route is not None:
-        return _run_remote(route, argv, timeout=timeout, env=env)
-    return _run_local(argv, timeout=timeout, env=env, cwd=cwd)
+        return _run_remote(route, argv, timeout=timeout, env=env, stdin=stdin)
+    return _run_local(argv, timeout=timeout, env=env, cwd=cwd, stdin=stdin)
 
 
 def _run_remote(route: Route, argv: Sequence[str], *, timeout: float, env: Mapping[str, str],
-                limit: int | None = None) -> CommandResult:
+                limit: int | None = None, stdin: bytes | None = None) -> CommandResult:
     """`argv` on the route's host. The result is the remote command's, under the backend's own argv, as if it
     had run here; ssh's own failures come back as `transport_error` (never down), so no backend reads them.
     The remote command runs in the login's home directory (a `cwd` names a folder of this machine) and with
@@ -213,7 +215,8 @@ def _run_remote(route: Route, argv: Sequence[str], *, timeout: float, env: Mappi
         return CommandResult(args, None, timeout=timeout,
                              transport_error=ServerError(ErrorKind.UNKNOWN, f"ssh to {host}: {exc.message}"))
     limit = _max_output if limit is None else limit
-    raw = route.transport.clean(_run_local(wrapped, timeout=timeout, env=route.ssh_env(env), limit=limit))
+    raw = route.transport.clean(_run_local(wrapped, timeout=timeout, env=route.ssh_env(env), limit=limit,
+                                           stdin=stdin))
     if raw.os_error == over_limit(wrapped[0], limit):  # the remote command's answer, not ssh's failure
         return CommandResult(args, None, timeout=timeout, transport_error=ServerError(
             ErrorKind.UNKNOWN, f"ssh to {host}: {over_limit(args[0], limit)}"))
@@ -289,7 +292,7 @@ def net_namespaces(*, timeout: float, env: Mapping[str, str]) -> dict[str, list[
 
 
 def _start(args: tuple[str, ...], env: Mapping[str, str], cwd: str | None,
-           timeout: float) -> subprocess.Popen[bytes] | CommandResult:
+           timeout: float, piped: bool = False) -> subprocess.Popen[bytes] | CommandResult:
     """The started process, counted in _starting (its caller registers it), or why none started."""
     global _starting
     with _running_lock:
@@ -298,8 +301,8 @@ def _start(args: tuple[str, ...], env: Mapping[str, str], cwd: str | None,
         _starting += 1
     try:  # not under the lock: the parallel queries of a status must not start their clients one at a time
         return subprocess.Popen(  # noqa: S603 - explicit argv, no shell
-            args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(env),
-            cwd=cwd, start_new_session=True)
+            args, stdin=subprocess.PIPE if piped else subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, env=dict(env), cwd=cwd, start_new_session=True)
     except FileNotFoundError:
         with _running_lock:
             _starting -= 1
@@ -314,23 +317,41 @@ def _start(args: tuple[str, ...], env: Mapping[str, str], cwd: str | None,
         raise
 
 
-def _communicate(proc: subprocess.Popen[bytes], timeout: float, limit: int) -> tuple[str, str] | None:
+def _communicate(proc: subprocess.Popen[bytes], timeout: float, limit: int,
+                 stdin: bytes | None = None) -> tuple[str, str] | None:
     """`proc`'s stdout and stderr once it ended, read as bytes in chunks (never more than `limit` bytes in all:
     None when it printed more) and decoded as UTF-8 without newline translation: a tmux field may hold a raw
-    `\r`, which universal newlines would turn into a line break. TimeoutExpired at `timeout` seconds."""
+    `\r`, which universal newlines would turn into a line break. TimeoutExpired at `timeout` seconds. `stdin`
+    is written as the process takes it (never blocking the reads), then closed."""
     deadline = time.monotonic() + timeout
     chunks: dict[int, list[bytes]] = {}
     total = 0
+    pending = memoryview(stdin or b"")
     with selectors.DefaultSelector() as selector:
         for stream in (proc.stdout, proc.stderr):
             assert stream is not None
             selector.register(stream.fileno(), selectors.EVENT_READ)
             chunks[stream.fileno()] = []
+        stdin_fd = proc.stdin.fileno() if proc.stdin is not None else None
+        if stdin_fd is not None:
+            os.set_blocking(stdin_fd, False)
+            selector.register(stdin_fd, selectors.EVENT_WRITE)
         while selector.get_map():
             left = deadline - time.monotonic()
             if left <= 0:
                 raise subprocess.TimeoutExpired(proc.args, timeout)
             for key, _events in selector.select(left):
+                if key.fd == stdin_fd and proc.stdin is not None:
+                    try:
+                        pending = pending[os.write(key.fd, pending[:READ_CHUNK]):] if pending else pending
+                    except BlockingIOError:
+                        continue
+                    except BrokenPipeError:  # it stopped reading: the rest is not taken
+                        pending = memoryview(b"")
+                    if not pending:
+                        selector.unregister(key.fd)
+                        proc.stdin.close()
+                    continue
                 data = os.read(key.fd, min(READ_CHUNK, limit - total + 1))
                 if not data:
                     selector.unregister(key.fd)
@@ -352,14 +373,14 @@ def over_limit(program: str, limit: int) -> str:
 
 
 def _run_local(argv: Sequence[str], *, timeout: float, env: Mapping[str, str],
-               cwd: str | None = None, limit: int | None = None) -> CommandResult:
+               cwd: str | None = None, limit: int | None = None, stdin: bytes | None = None) -> CommandResult:
     args = tuple(argv)
     interrupted = CommandResult(args, None, timeout=timeout, os_error=f"{args[0]}: not started: interrupted")
     global _starting
     proc: subprocess.Popen[bytes] | None = None
     try:
         with _starting_here():
-            started = _start(args, env, cwd, timeout)
+            started = _start(args, env, cwd, timeout, piped=stdin is not None)
             if isinstance(started, CommandResult):
                 return started
             proc = started
@@ -383,7 +404,7 @@ def _run_local(argv: Sequence[str], *, timeout: float, env: Mapping[str, str],
         return interrupted
     limit = _max_output if limit is None else limit
     try:
-        output = _communicate(proc, timeout, limit)
+        output = _communicate(proc, timeout, limit, stdin)
         if output is None:
             _kill_group(proc)
             _abandon(proc)

@@ -336,6 +336,11 @@ class HerdrBackend:
         listing (`agent_status`), so it needs no capture."""
         if agent.pane_id is None:
             return SendResult(False, f"herdr gave no pane id for {agent.name}")
+        if "\n" in text:
+            # `pane send-text` writes the bytes as they are (src/app/api/panes.rs), never as a paste: each line
+            # would submit on its own. Only `agent prompt` pastes (bracketed), and it always submits.
+            return SendResult(False, f"herdr types text of several lines as separate lines, not as one paste; "
+                              f"nothing was sent to {agent.name}")
         calls = [["pane", "send-text", agent.pane_id, piece] for piece in text_pieces(text)] + (
             [["pane", "send-keys", agent.pane_id, "Enter"]] if enter else [])
         for call in calls:
