@@ -64,8 +64,10 @@ def as_prompt(raw: str) -> str:
     return raw.replace("\r\n", "\n").rstrip("\n")
 
 
-# The states that show a turn started after a send (`--confirm`): the agent works, or asks something.
+# The states that show a prompt was taken (`--confirm`): a turn started, so the agent works, or asks something.
 TURN_STARTED = ("working", "blocked")
+# The states that show an answer was taken: the question is gone, whatever the agent does next.
+ANSWERED = ("working", "idle", "done")
 
 
 def _looked(app: App, row: Row) -> tuple[Agent, dict[str, Any]]:
@@ -150,20 +152,20 @@ def send_document(app: App, name: str, text: str, enter: bool, server: str | Non
         "enter": enter, "answer": answer, "state_before": state, "message": result.message,
         "delivered": None, "state_after": None, "waited": None}
     if confirm is not None:
-        doc.update(_confirmed(app, row, confirm))
+        doc.update(_confirmed(app, row, confirm, ANSWERED if answer else TURN_STARTED))
     return doc
 
 
-def _confirmed(app: App, row: Row, confirm: float) -> dict[str, Any]:
-    """Poll the agent's state until a turn started (it left idle and done for working or blocked), at most
-    `confirm` seconds: `delivered` says whether it did."""
+def _confirmed(app: App, row: Row, confirm: float, taken: Sequence[str]) -> dict[str, Any]:
+    """Poll the agent's state until it shows the text was taken (one of `taken`: a prompt started a turn, an
+    answer closed the question), at most `confirm` seconds: `delivered` says whether it did."""
     start = time.monotonic()
     limit = app.timeout
     while True:
         app.timeout = min(limit, max(MIN_CALL, confirm - (time.monotonic() - start)))
         entry = _poll(app, [row])[0][0]
         waited = round(time.monotonic() - start, 3)
-        delivered = entry["state"] in TURN_STARTED
+        delivered = entry["state"] in taken
         if delivered or waited >= confirm or entry["live"] == "absent":
             app.timeout = limit
             return {"delivered": delivered, "state_after": entry["state"], "waited": waited}
