@@ -57,11 +57,15 @@ def main() -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGHUP, stop)
     fd = sys.stdin.fileno()
-    saved = termios.tcgetattr(fd)
-    raw = list(saved)
-    raw[0] &= ~(termios.ICRNL | termios.INLCR | termios.IXON)  # a carriage return arrives as itself
-    raw[3] &= ~(termios.ICANON | termios.ECHO | termios.ISIG | termios.IEXTEN)
-    termios.tcsetattr(fd, termios.TCSANOW, raw)
+    try:
+        saved: list | None = termios.tcgetattr(fd)
+    except termios.error:  # not a terminal (the fake zellij's panes read a FIFO): bytes arrive as written
+        saved = None
+    if saved is not None:
+        raw = list(saved)
+        raw[0] &= ~(termios.ICRNL | termios.INLCR | termios.IXON)  # a carriage return arrives as itself
+        raw[3] &= ~(termios.ICANON | termios.ECHO | termios.ISIG | termios.IEXTEN)
+        termios.tcsetattr(fd, termios.TCSANOW, raw)
     if not args.plain:
         sys.stdout.write("\x1b[?2004h")
     state, frame, pasting, idle_at = args.state, 0, False, None
@@ -79,7 +83,7 @@ def main() -> int:
                     if not data:
                         return 0
                     log.write(data)
-                    entered, pasting = submits(data, pasting)
+                    entered, pasting = submits(data.replace(b"\n", b"\r") if saved is None else data, pasting)
                     if entered and not args.deaf:
                         state, idle_at, dirty = "working", time.monotonic() + args.turn, True
                 if idle_at is not None and time.monotonic() >= idle_at:
@@ -87,7 +91,8 @@ def main() -> int:
     except KeyboardInterrupt:
         return 130
     finally:
-        termios.tcsetattr(fd, termios.TCSANOW, saved)
+        if saved is not None:
+            termios.tcsetattr(fd, termios.TCSANOW, saved)
 
 
 if __name__ == "__main__":
