@@ -62,7 +62,8 @@ def test_three_lines_arrive_as_one_paste_and_submit_once(ws: Workspace, tmux: Tm
     proc = send(ws, "rec", "--file", str(prompt), "--enter", "--confirm", "20", "--json")
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
-    assert (doc["lines"], doc["characters"], doc["enter"]) == (3, len("Fix the queue.\nKeep the API.\nRun the tests."), True)
+    sent = "Fix the queue.\nKeep the API.\nRun the tests."  # the file's last newline dropped
+    assert (doc["lines"], doc["characters"], doc["enter"]) == (3, len(sent), True)
     assert doc["delivered"] is True and doc["state_after"] == "working" and doc["state_before"] in ("idle", "done")
     # One bracketed paste (tmux turns its newlines into carriage returns inside it), then one Enter: one submit.
     got = arrived(log, END + b"\r")
