@@ -57,14 +57,29 @@ def test_a_blocked_herdr_agent_takes_only_an_answer(ws: Workspace) -> None:
     assert ws.mam("send", "ann", "x", "--answer", "y").returncode == 2  # TEXT or --answer, not both
 
 
-def test_herdr_refuses_lines_it_would_submit_one_by_one(ws: Workspace) -> None:
-    """herdr's `pane send-text` writes the bytes as they are: several lines would each submit. Refused, nothing
-    typed."""
+def test_herdr_pastes_several_lines_only_as_a_prompt_it_submits(ws: Workspace) -> None:
+    """herdr's `pane send-text` writes the bytes as they are (each line would submit): several lines go through
+    `agent prompt`, herdr's one paste, which always submits. Without --enter they are refused, nothing typed."""
     herdr(ws)
-    proc = ws.mam("send", "ann", "one\ntwo", "--enter")
-    assert proc.returncode == 1 and "not as one paste" in proc.stderr and "nothing was sent" in proc.stderr
+    proc = ws.mam("send", "ann", "one\ntwo")
+    assert proc.returncode == 1 and "add --enter" in proc.stderr and "nothing was sent" in proc.stderr
     assert typed(ws, "east", "w1:p1") == ""
-    assert not [c for c in ws.herdr.calls() if "send-text" in c["argv"] or "send-keys" in c["argv"]]
+    proc = ws.mam("send", "ann", "one\ntwo\n#{x} $(id)", "--enter", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["lines"] == 3
+    assert typed(ws, "east", "w1:p1") == "\x1b[200~one\ntwo\n#{x} $(id)\x1b[201~<Enter>"
+    sent = [c["argv"][2:] for c in ws.herdr.calls() if c["argv"][2:3] in (["pane"], ["agent"])
+            and c["argv"][3] in ("send-text", "send-keys", "prompt")]
+    assert sent == [["agent", "prompt", "w1:p1", "one\ntwo\n#{x} $(id)"]]
+    # A text herdr would read as its own option is refused, never split into two calls.
+    proc = ws.mam("send", "bob", "--enter", "--", "--session=x\nmore")
+    assert proc.returncode == 1 and "its own option" in proc.stderr and typed(ws, "east", "w1:p2") == ""
+    # herdr refuses a prompt to an agent it does not know: its word comes back, exit 1.
+    ws.herdr.set_agents("west", [{"agent_status": "idle", "cwd": "/repo", "name": "dee", "pane_id": "w1:p1",
+                                  "terminal_id": "term_1"}])
+    proc = ws.mam("send", "dee", "a\nb", "--enter")
+    assert proc.returncode == 1 and "agent prompt failed" in proc.stderr and "not an active named agent" in proc.stderr
+    assert typed(ws, "west", "w1:p1") == ""
 
 
 def test_confirm_on_herdr_reads_its_own_state(ws: Workspace) -> None:
