@@ -81,6 +81,11 @@ def test_stdin_and_a_pane_that_asked_for_no_bracketed_paste(ws: Workspace, tmux:
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["lines"] == 2 and json.loads(proc.stdout)["delivered"] is None
     assert arrived(log, END) == START + b"one\rtwo" + END
+    # One line too long for one tmux command (its 16 KiB message: "command too long") goes as a paste too.
+    long = "0123456789" * 2000
+    proc = send(ws, "rec", "--file", "-", stdin=long)
+    assert proc.returncode == 0 and "pasted 20000 characters" in proc.stdout, proc.stderr
+    assert arrived(log, long.encode() + END) == START + b"one\rtwo" + END + START + long.encode() + END
     proc = send(ws, "plain", "-", stdin="a\nb")
     assert proc.returncode == 0, proc.stderr
     # tmux brackets a paste only for a program that asked: this one gets the bare lines (and takes each line end

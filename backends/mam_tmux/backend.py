@@ -64,6 +64,9 @@ _RECORD = re.compile(rf"(\$[0-9]+){SEP}{_TEXT}{SEP}([0-9]+){SEP}([0-9]+){SEP}(%[
 # A pane's end, as remain-on-exit keeps it: dead or not, its exit status, or the signal that killed it.
 PANE_STATE = SEP.join(["#{pane_id}", "#{pane_dead}", "#{pane_dead_status}", "#{pane_dead_signal}"])
 _PANE_ID = re.compile(r"%[0-9]+")
+# tmux sends a command's arguments to its server in one message of at most 16 KiB ("command too long" past it):
+# a longer text goes through a buffer loaded from stdin.
+SEND_KEYS_MAX = 8192
 _SESSION_ID = re.compile(r"\$[0-9]+")
 # A session's id, and "mam" when mam made it (its @mam_pane is set); then, for if-shell -F, true when no pane of
 # any of its windows is alive.
@@ -566,14 +569,14 @@ class TmuxBackend:
 
     def send_text(self, server: str, agent: Agent, text: str, enter: bool, ctx: CallContext) -> SendResult:
         """`text` as literal characters (`send-keys -l`: no key names), then Enter as a key of its own. A text of
-        several lines is one paste: loaded into a buffer of its own from stdin (no argument or message size
-        limits it), pasted with `-p` (bracketed when the program asked for bracketed paste, so that its lines do
-        not each submit) and `-d` (the buffer goes with it), in the same tmux call."""
+        several lines (or too long for one tmux command) is one paste: loaded into a buffer of its own from stdin
+        (no argument or message size limits it), pasted with `-p` (bracketed when the program asked for bracketed
+        paste, so that its lines do not each submit) and `-d` (the buffer goes with it), in the same tmux call."""
         if not agent.pane_id or not _PANE_ID.fullmatch(agent.pane_id):
             return SendResult(False, f"tmux gave no pane id for {agent.name}")
         args: list[str] = []
         stdin: bytes | None = None
-        if "\n" in text:
+        if "\n" in text or len(literal(text).encode()) > SEND_KEYS_MAX:
             buffer = "mam-send-" + secrets.token_hex(8)
             args += ["load-buffer", "-b", buffer, "-", ";", "paste-buffer", "-p", "-d", "-b", buffer,
                      "-t", agent.pane_id]
@@ -587,4 +590,5 @@ class TmuxBackend:
         if result.returncode != 0 or result.stderr.strip():
             verb = "paste-buffer" if stdin is not None else "send-keys"
             return SendResult(False, f"tmux {verb} failed", failure=Failure(self.name, server, result))
-        return SendResult(True, f"sent {len(text)} characters to {agent.name}" + (" and Enter" if enter else ""))
+        how = "pasted" if stdin is not None else "sent"
+        return SendResult(True, f"{how} {len(text)} characters to {agent.name}" + (" and Enter" if enter else ""))
