@@ -194,6 +194,7 @@ def parse_session_list(stdout: str) -> dict[str, bool]:
 
 class HerdrBackend:
     name = "herdr"
+    pastes_lines = True  # send_text takes a text of several lines and sends it as one paste
 
     def list_agents(self, server: str, ctx: CallContext) -> tuple[Agent, ...] | Failure:
         result = run(_argv(server, "agent", "list"), timeout=ctx.timeout, env=ctx.env)

@@ -312,6 +312,7 @@ def parse_captures(stdout: str, nonce: str, pane_ids: list[str], now: float) -> 
 
 class TmuxBackend:
     name = "tmux"
+    pastes_lines = True  # send_text takes a text of several lines and sends it as one paste
 
     def __init__(self) -> None:
         # Each server's socket path, from the environment its client last ran with: classify has no environment.

@@ -148,6 +148,7 @@ def is_supported(version: str) -> bool:
 
 class ZellijBackend:
     name = "zellij"
+    pastes_lines = True  # send_text takes a text of several lines and sends it as one paste
 
     def _run(self, args: list[str], *, timeout: float, env: Mapping[str, str], cwd: str | None = None) -> CommandResult:
         result = run([EXECUTABLE, *args], timeout=timeout, env=client_env(env), cwd=cwd)

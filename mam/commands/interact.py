@@ -132,6 +132,9 @@ def send_document(app: App, name: str, text: str, enter: bool, server: str | Non
     row = _row(app, name, server, host)
     backend = app.plugins.backend(row.backend)
     app.plugins.require(backend, "send_text")  # a backend that cannot type is refused before anything runs
+    if "\n" in text and not getattr(backend, "pastes_lines", False):  # it would type each line and submit it
+        raise MamError("operation_failed", f"the {row.backend} backend cannot send several lines as one paste; "
+                       "nothing was sent", hint="send the text as one line")
     agent, entry = _looked(app, row)
     state = entry["state"]
     if state == "blocked" and not answer:
