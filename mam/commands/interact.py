@@ -164,15 +164,18 @@ def _confirmed(app: App, row: Row, confirm: float, taken: Sequence[str]) -> dict
     answer closed the question), at most `confirm` seconds: `delivered` says whether it did."""
     start = time.monotonic()
     limit = app.timeout
-    while True:
-        app.timeout = min(limit, max(MIN_CALL, confirm - (time.monotonic() - start)))
-        entry = _poll(app, [row])[0][0]
-        waited = round(time.monotonic() - start, 3)
-        delivered = entry["state"] in taken
-        if delivered or waited >= confirm or entry["live"] == "absent":
-            app.timeout = limit
-            return {"delivered": delivered, "state_after": entry["state"], "waited": waited}
-        time.sleep(min(POLL_INTERVAL, max(0.0, confirm - waited)))
+    try:
+        while True:
+            # No look outlasts the time left (at least MIN_CALL, so that a call can answer at all).
+            app.timeout = min(limit, max(MIN_CALL, confirm - (time.monotonic() - start)))
+            entry = _poll(app, [row])[0][0]
+            waited = round(time.monotonic() - start, 3)
+            delivered = entry["state"] in taken
+            if delivered or waited >= confirm or entry["live"] == "absent":
+                return {"delivered": delivered, "state_after": entry["state"], "waited": waited}
+            time.sleep(min(POLL_INTERVAL, max(0.0, confirm - waited)))
+    finally:
+        app.timeout = limit
 
 
 def _poll(app: App, rows: Sequence[Row]) -> list[tuple[dict[str, Any], ServerOutcome | None]]:
