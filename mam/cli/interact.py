@@ -59,7 +59,8 @@ def wait(ctx: typer.Context,
         raise
     lines = "\n".join(state_text(session) for session in sessions)
     if not doc["reached"]:
-        sys.stderr.write(visible(f"mam: timed out after {timeout:g} s:") + "\n" + lines + "\n")
+        sep = " " if len(sessions) == 1 else "\n"  # one agent: one line, as it always was
+        sys.stderr.write(visible(f"mam: timed out after {timeout:g} s:") + sep + lines + "\n")
     # On a terminal each change is already shown; a timeout is said on stderr.
     emit(doc, call.json, None if call.json or sys.stdout.isatty() or not doc["reached"] else lines)
     return 0 if doc["reached"] else 1
