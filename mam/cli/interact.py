@@ -73,6 +73,8 @@ def _read_text(path: str | None) -> str:
 
     try:
         if path is None or path == "-":
+            if sys.stdin is None:  # closed: nothing to read
+                raise OSError(9, "stdin is closed")
             raw = sys.stdin.read(MAX_TEXT + 2)
         else:
             with open(path, encoding="utf-8") as handle:
@@ -119,7 +121,7 @@ def send(ctx: typer.Context,
         text = answer
     elif file is not None:
         text = _read_text(file)
-    elif text == "-" or (text is None and not sys.stdin.isatty()):
+    elif text == "-" or (text is None and sys.stdin is not None and not sys.stdin.isatty()):
         text = _read_text(None)
     text = text or ""
     check_text(text, enter)
