@@ -12,6 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from conftest import Workspace, ZellijKit
+from mam.plugin.records import Agent, CallContext
+from mam.testing import FakeRunner
+from mam_tmux.backend import TmuxBackend
+
+pytest_plugins = ["mam.testing.pytest_plugin"]
 
 RECORDER = str(Path(__file__).parent / "agents" / "recorder.py")
 START, END = b"\x1b[200~", b"\x1b[201~"
@@ -163,3 +168,28 @@ def test_zellij_pastes_several_lines_as_one(zj: ZellijKit, ws: Workspace, tmp_pa
     if zj.kind == "fake":  # the fake records its calls: one paste, no characters typed one line at a time
         calls = [json.loads(line)["argv"] for line in (zj.socket_dir / "fake-calls.jsonl").read_text().splitlines()]
         assert [c[3] for c in calls if c[3:4] in (["paste"], ["write-chars"])] == ["paste"]
+
+
+def test_tmux_pastes_from_stdin_in_one_call_and_leaves_no_buffer_when_it_fails(fake_runner: FakeRunner) -> None:
+    """The text goes on stdin, never in an argument; a paste that failed (the pane went) deletes its buffer."""
+    text = "first line; #{pane_id}\nsecond $(id) line;"
+    agent, ctx = Agent(name="a", pane_id="%3"), CallContext(timeout=5, env={})
+    fake_runner.answer(["tmux", "-N", "-L", "s1"], 0)  # -N: never starts the server
+    assert TmuxBackend().send_text("s1", agent, text, True, ctx).ok
+    (argv,), (stdin,) = fake_runner.calls, fake_runner.stdins
+    assert stdin == text.encode() and not any(text in word or "second" in word for word in argv)
+    buffer = argv[argv.index("load-buffer") + 2]
+    assert buffer.startswith("mam-send-") and argv[argv.index("load-buffer"):] == (
+        "load-buffer", "-b", buffer, "-", ";", "paste-buffer", "-p", "-d", "-b", buffer, "-t", "%3", ";",
+        "send-keys", "-t", "%3", "Enter")
+    fake_runner.calls.clear()
+    fake_runner.stdins.clear()
+    fake_runner.answer(["tmux", "-N", "-L", "s1", "-u", "load-buffer"], 1, stderr="can't find pane: %3\n")
+    result = TmuxBackend().send_text("s1", agent, text, False, ctx)
+    assert not result.ok and result.message == "tmux paste-buffer failed"
+    buffer = fake_runner.calls[0][fake_runner.calls[0].index("load-buffer") + 2]
+    assert fake_runner.calls[1][-3:] == ("delete-buffer", "-b", buffer) and fake_runner.stdins[1] is None
+    # One line goes as keys, in the argument, as it always did.
+    fake_runner.calls.clear()
+    assert TmuxBackend().send_text("s1", agent, "one line", False, ctx).ok
+    assert fake_runner.calls[-1][5:] == ("send-keys", "-l", "-t", "%3", "--", "one line")

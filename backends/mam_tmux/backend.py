@@ -577,8 +577,8 @@ class TmuxBackend:
             return SendResult(False, f"tmux gave no pane id for {agent.name}")
         args: list[str] = []
         stdin: bytes | None = None
+        buffer = "mam-send-" + secrets.token_hex(8)
         if "\n" in text or len(literal(text).encode()) > SEND_KEYS_MAX:
-            buffer = "mam-send-" + secrets.token_hex(8)
             args += ["load-buffer", "-b", buffer, "-", ";", "paste-buffer", "-p", "-d", "-b", buffer,
                      "-t", agent.pane_id]
             stdin = text.encode()
@@ -589,6 +589,8 @@ class TmuxBackend:
             args += ["send-keys", "-t", agent.pane_id, "Enter"]
         result = self._run(server, args, timeout=ctx.timeout, env=ctx.env, stdin=stdin)
         if result.returncode != 0 or result.stderr.strip():
+            if stdin is not None:  # a paste that failed (its pane went) leaves no buffer of the text behind
+                self._run(server, ["delete-buffer", "-b", buffer], timeout=ctx.timeout, env=ctx.env)
             verb = "paste-buffer" if stdin is not None else "send-keys"
             return SendResult(False, f"tmux {verb} failed", failure=Failure(self.name, server, result))
         how = "pasted" if stdin is not None else "sent"
