@@ -32,6 +32,7 @@ COMMAND_SCHEMAS = {
     "backends": "backends.json", "env": "env.json", "version": "version.json", "shim install": "shim-install.json",
     "skills install": "skills-install.json",
     "demo": "demo.json", "restore": "restore.json", "wait": "wait.json", "send": "send.json", "kinds": "kinds.json",
+    "peek": "peek.json",
 }
 SHARED = {"common.json", "error.json"}  # parts every document uses, and the error document of every command
 
@@ -378,6 +379,7 @@ def test_status_wait_and_send_with_agent_state(ws: Workspace, tmux: Tmux) -> Non
     assert doc["session"]["state"] == "blocked" and doc["session"]["evidence"]["rule"]
     assert_strict("status.json", run(ws, "status", "--state", "blocked", "--json"))
     checked(ws, "send", "asker", "hello", "--enter")
+    assert checked(ws, "peek", "asker", "--lines", "5")["lines"]
     assert checked(ws, "wait", "asker", "--until", "working", "--timeout", "0.5", expect=1)["reached"] is False
     ws.write_registry(HERDR_REGISTRY)
     ws.herdr.start("live")

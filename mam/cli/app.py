@@ -107,6 +107,10 @@ _add(app, "wait", interact.wait, "Wait until an agent is in one of some states (
                                  "--timeout. Never starts a server.")
 _add(app, "send", interact.send, "Type text into an agent's pane, as characters; --enter presses Enter. Never "
                                  "starts a server.")
+_add(app, "peek", interact.peek, "Print the last lines of an agent's screen, escape sequences removed. Never starts "
+                                 "a server.")
+_add(app, "attach", interact.attach, "Put this terminal in front of an agent's pane with the backend's own client "
+                                     "(tmux switches the client it runs in); over ssh for another host.")
 _add(app, "bootstrap", agents.bootstrap, "Start a server of the selected backend if it is down, with a scrubbed "
                                          "environment.")
 _add(app, "spawn", agents.spawn, "Start an agent in a new pane or session, registered at once; starts its server "

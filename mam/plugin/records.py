@@ -225,6 +225,12 @@ class SpawningBackend(Backend, Protocol):
 #       one call per server for all of its live agents, keyed by agent name;
 #   agent_state(server, agent: Agent, ctx) -> AgentState | None   (native state not in the listing)
 #   send_text(server, agent: Agent, text: str, enter: bool, ctx) -> SendResult
+# and the ones `mam peek` and `mam attach` (mam.peeking) look for:
+#   read_pane(server, agent: Agent, lines: int, ctx) -> str | Failure   (the last lines of its screen, raw;
+#       without it, peek reads the capture_panes screen)
+#   attach_argv(server, agent: Agent, outer: Mapping[str, str], tty: str | None) -> list[str]
+#       the backend's own client command that shows the agent's pane; `outer` is the caller's environment (read
+#       only, to tell whether it runs inside that server already), `tty` the caller's terminal device or None
 
 
 @dataclass(frozen=True)
