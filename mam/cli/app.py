@@ -100,6 +100,8 @@ def _group(name: str, help: str, leaf: str, run: Any, summary: str) -> None:
 
 _add(app, "status", queries.status, "Every registry row with what its server says about it now. Never starts a "
                                     "server.")
+_add(app, "watch", queries.watch, "Tell every change of an agent into blocked or done as it happens: a line, a JSON "
+                                  "line (--json), a desktop notification (--notify), your command (--exec).")
 _add(app, "reconcile", queries.reconcile, "Compare the registry with the live servers and report drift; fix it "
                                           "only with --apply.")
 _add(app, "ls", queries.ls, "The live agents of one server of the selected backend, straight from the backend.")
