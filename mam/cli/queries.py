@@ -128,14 +128,21 @@ def watch(ctx: typer.Context,
     app = call.open()
     tracker = Changes(states)
     announcer = Announcer(notify, argv, app.env)
-    if sys.stderr.isatty():
-        sys.stderr.write(f"mam: watching for changes into {', '.join(sorted(states))}; Ctrl-C ends\n")
+    from mam.plugin.records import AGENT_STATES
+
+    told, told_start = [state for state in AGENT_STATES if state in states], False
     try:
         while True:
             doc = status_document(app, server or (), host=host)
             for change in tracker.step(doc["sessions"]):
                 emit(change, call.json, None if call.json else change_text(change), compact=True)
                 announcer.announce(change)
+            if not told_start:  # the baseline is read: from now on every change is told
+                count = len(doc["sessions"])
+                sys.stderr.write(f"mam: watching {count} agent{'s' if count != 1 else ''} for changes into "
+                                 f"{', '.join(told)}; Ctrl-C ends\n")
+                sys.stderr.flush()
+                told_start = True
             time.sleep(interval)
     except KeyboardInterrupt as exc:
         end_children()

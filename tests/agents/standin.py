@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A stand-in coding agent: draws what an agent's TUI shows in one state, then stays alive.
 
-    python3 tests/agents/standin.py KIND STATE [--then STATE2 --after SECONDS]
+    python3 tests/agents/standin.py KIND STATE [--then STATE2 (--after SECONDS | --when-typed LINE)]
 
 KIND is claude, codex, gemini, opencode, grok, hermes, aider, cursor or generic; STATE is working, blocked,
 idle or garbage (text no rule matches), or `ask` (generic and aider only): a line-mode question asked as a
@@ -253,6 +253,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("state", choices=(*STATES, "ask"))
     parser.add_argument("--then", choices=STATES, help="the state to switch to once")
     parser.add_argument("--after", type=float, default=1.0, help="seconds before switching to --then")
+    parser.add_argument("--when-typed", metavar="LINE", help="switch to --then once LINE is typed (not --after)")
     args = parser.parse_args(argv)
     if args.state == "ask":
         if args.kind not in ASKED:
@@ -290,7 +291,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     dirty = True
             except queue.Empty:
                 pass
-            if args.then is not None and time.monotonic() >= switch_at:
+            typed = args.when_typed is not None and args.when_typed in got
+            timed = args.when_typed is None and time.monotonic() >= switch_at
+            if args.then is not None and (typed or timed):
                 state, args.then, dirty = args.then, None, True
     except KeyboardInterrupt:
         return 130
