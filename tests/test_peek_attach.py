@@ -8,6 +8,7 @@ import json
 import os
 import pty
 import select
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -147,3 +148,42 @@ def test_peek_and_attach_on_herdr(ws: Workspace) -> None:
     proc = ws.mam("attach", "h1", env={**ws.env, "MAM_ATTACH_ECHO": "1"})
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["argv"] == ["herdr", "session", "attach", "live"]
+
+
+def test_attach_inside_a_client_of_the_same_server_switches_it(ws: Workspace, tmux: Tmux) -> None:
+    server, other = tmux.name(), tmux.name()
+    spawn(ws, "near", server, "claude", "idle")
+    pane = ws.mam_json("peek", "near")["pane_id"]
+    socket = tmux.socket_dir / server
+    runs: dict[str, list[str]] = {}
+    for label, tmux_var in (("same", f"{socket},123,0"), ("other", f"{tmux.socket_dir / other},123,0")):
+        env = {**ws.env, "MAM_ATTACH_ECHO": "1", "TMUX": tmux_var}
+        code, output = _run_in_pty([sys.executable, "-m", "mam", "attach", "near"], env, ws.root, lambda _: None)
+        assert code == 0, output
+        runs[label] = json.loads(output.strip().splitlines()[-1])["argv"]
+    # On a terminal of a client of that server: that client (named by its terminal) is switched.
+    assert runs["same"][-5:-2] == ["switch-client", "-c", runs["same"][-3]] and runs["same"][-3].startswith("/dev/")
+    assert runs["same"][-2:] == ["-t", pane]
+    # In a client of another server: a client of its own, attached (nested, as the user asked).
+    assert runs["other"][-3:] == ["attach-session", "-t", pane]
+
+
+def test_peek_and_attach_on_zellij(ws: Workspace) -> None:
+    env = {**ws.env, "MAM_BACKEND": "zellij"}
+    proc = ws.mam("spawn", "zed", "--agent", "claude", "--server", "zz", "--command", sys.executable, "--", STANDIN,
+                  "claude", "blocked", env=env)
+    try:
+        assert proc.returncode == 0, proc.stderr
+        deadline = time.monotonic() + 20
+        doc: dict[str, Any] = {"lines": []}
+        while not any("Do you want to proceed?" in line for line in doc["lines"]) and time.monotonic() < deadline:
+            doc = ws.mam_json("peek", "zed", env=env)
+            time.sleep(0.2)
+        assert any("Do you want to proceed?" in line for line in doc["lines"])
+        assert not any("\x1b" in line for line in doc["lines"])
+        proc = ws.mam("attach", "zed", env={**env, "MAM_ATTACH_ECHO": "1"})
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout)["argv"] == ["zellij", "attach", "zz"]
+    finally:
+        subprocess.run([str(Path(__file__).parent / "fakes" / "zellij"), "kill-session", "zz"], env=ws.env,
+                       capture_output=True, timeout=30)
