@@ -16,7 +16,7 @@ from typing import Any
 
 from mam import inflight, registry
 from mam.app import App
-from mam.commands.rows import rows_named, snapshot, unchanged_rows
+from mam.commands.rows import rows_named, rows_on, snapshot, unchanged_rows
 from mam.commands.status import checked_host, host_key, session_entry
 from mam.errors import MamError
 from mam.inflight import TOKEN
@@ -557,8 +557,6 @@ def _stop(app: App, name: str, server: str | None, force: bool, progress: bool, 
 def stop_targets(app: App, server: str | None = None, host: str | None = None) -> list[Row]:
     """The rows `mam stop --all` closes: every active row (running or starting) of the explicit backend (else of
     every backend), on `server` and `host` when given, in registry order."""
-    from mam.commands.rows import rows_on
-
     if server is not None:
         check_name(server, "server name")
     return [row for row in rows_on(app, app.load_registry(), server, checked_host(host)) if row.active]
