@@ -161,9 +161,8 @@ def test_attach_inside_a_client_of_the_same_server_switches_it(ws: Workspace, tm
         code, output = _run_in_pty([sys.executable, "-m", "mam", "attach", "near"], env, ws.root, lambda _: None)
         assert code == 0, output
         runs[label] = json.loads(output.strip().splitlines()[-1])["argv"]
-    # On a terminal of a client of that server: that client (named by its terminal) is switched.
-    assert runs["same"][-5:-2] == ["switch-client", "-c", runs["same"][-3]] and runs["same"][-3].startswith("/dev/")
-    assert runs["same"][-2:] == ["-t", pane]
+    # On a terminal of a client of that server: that client (tmux finds it by the terminal) is switched.
+    assert runs["same"][-3:] == ["switch-client", "-t", pane]
     # In a client of another server: a client of its own, attached (nested, as the user asked).
     assert runs["other"][-3:] == ["attach-session", "-t", pane]
 
@@ -187,3 +186,38 @@ def test_peek_and_attach_on_zellij(ws: Workspace) -> None:
     finally:
         subprocess.run([str(Path(__file__).parent / "fakes" / "zellij"), "kill-session", "zz"], env=ws.env,
                        capture_output=True, timeout=30)
+
+
+def test_attach_from_a_pane_of_the_same_server_switches_its_client(ws: Workspace, tmux: Tmux) -> None:
+    """The real thing: a client (on a pty of the test's) shows a session `home`; `mam attach near` typed in home's
+    pane switches that very client to the agent's pane, and nests nothing."""
+    import shlex
+
+    server = tmux.name()
+    spawn(ws, "near", server, "claude", "idle")
+    keep = ("PATH", "HOME", "PYTHONPATH", "MAM_WORKSPACE", "TMUX_TMPDIR", "MAM_BACKEND", "MAM_TMUX_CONFIG",
+            "XDG_CONFIG_HOME", "MAM_TIMEOUT")
+    variables = " ".join(shlex.quote(f"{k}={ws.env[k]}") for k in keep if k in ws.env)
+    command = (f"read go; env {variables} {shlex.quote(sys.executable)} -m mam attach near; "
+               "echo attach-exit=$?; sleep 600")
+    tmux.run(server, "new-session", "-d", "-s", "home", "-c", str(ws.root), command)
+    env = {**ws.env, "TERM": "xterm"}
+
+    def clients() -> list[str]:
+        return tmux.run(server, "list-clients", "-F", "#{session_name}").stdout.split()
+
+    switched: list[bool] = []
+
+    def steer(output: str) -> None:
+        if not switched and clients() == ["home"]:
+            tmux.run(server, "send-keys", "-t", "=home:", "Enter")
+            switched.append(False)
+        elif switched == [False] and clients() == ["near"]:
+            switched[0] = True
+            tmux.run(server, "detach-client", "-s", "=near")  # ends the test's client
+
+    code, output = _run_in_pty(["/usr/bin/env", "tmux", "-L", server, "attach-session", "-t", "=home"], env,
+                               ws.root, steer)
+    assert switched == [True], output
+    assert code == 0
+    assert "attach-exit=0" in tmux.run(server, "capture-pane", "-p", "-t", "=home:").stdout

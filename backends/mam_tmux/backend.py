@@ -391,12 +391,13 @@ class TmuxBackend:
 
     def attach_argv(self, server: str, agent: Agent, outer: Mapping[str, str], tty: str | None) -> list[str]:
         """The agent's window and pane selected, then the client attached to its session; a caller already in a
-        client of this server (its $TMUX names this server's socket) has that client switched instead."""
+        client of this server (its $TMUX names this server's socket), on a terminal, has that client switched
+        instead: tmux finds it from the terminal of the pane the command runs in (no $TMUX needed)."""
         pane = agent.pane_id if agent.pane_id and _PANE_ID.fullmatch(agent.pane_id) else None
         target = pane or literal(f"={agent.name}")
         select = ["select-window", "-t", pane, ";", "select-pane", "-t", pane, ";"] if pane else []
         if tty is not None and _inside(server, outer.get("TMUX", "")):
-            return [*self.client_argv(server, select), "switch-client", "-c", literal(tty), "-t", target]
+            return [*self.client_argv(server, select), "switch-client", "-t", target]
         return [*self.client_argv(server, select), "attach-session", "-t", target]
 
     def spawn(self, server: str, request: SpawnRequest, ctx: CallContext) -> SpawnResult:
