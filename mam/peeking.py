@@ -50,7 +50,7 @@ def live_agent(app: App, row: Row, verb: str) -> Agent:
 
     key = row.server_key
     outcome = outcomes_for(app, {key})[key]
-    again = f"`mam restore {row.name}` starts it again (`--dry-run` shows how)"
+    again = f"`mam restore {row.name} --dry-run` shows whether and how it can be started again"
     if outcome.state is ServerState.DOWN:
         raise MamError("operation_failed", f"{row.backend} server {row.server} is down; {verb} never starts it",
                        hint=again)
