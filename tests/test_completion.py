@@ -1,5 +1,6 @@
 """Shell completion and the help, both typer's: the scripts for bash, zsh and fish, and the names mam offers
-(servers for --server, agents for `stop` and `forget`), read from the registry file alone."""
+(servers for --server, agents for `stop`, `forget`, `wait`, `send`, `peek` and `attach`), read from the registry
+file alone."""
 
 from __future__ import annotations
 
@@ -53,6 +54,14 @@ def test_agent_names_for_stop_and_forget(ws: Workspace) -> None:
     assert offered(ws, "mam --backend tmux stop ") == ["gamma"]
     assert offered(ws, "mam forget alpha ") == ["beta", "gamma"]  # a name already on the line is not offered again
     assert offered(ws, "mam forget a") == ["alpha"]
+
+
+@pytest.mark.parametrize("command", ["wait", "send", "peek", "attach"])
+def test_agent_names_for_the_verbs_on_one_agent(ws: Workspace, command: str) -> None:
+    ws.write_registry(REGISTRY)
+    assert offered(ws, f"mam {command} ") == ["alpha", "beta", "gamma"]  # every backend: the row says which
+    assert offered(ws, f"mam {command} --server t1 ") == ["gamma"]
+    assert offered(ws, f"mam {command} g") == ["gamma"]
 
 
 def test_commands_and_options_complete_too(ws: Workspace) -> None:

@@ -203,3 +203,23 @@ def test_a_directory_check_that_ssh_could_not_make_is_never_not_a_directory(remo
                          remote.sshd.host, "--cwd", "/tmp", "--command", "sleep 600", env=env)
     assert proc.returncode == 1, proc.stderr
     assert "not a directory" not in proc.stderr and f"could not ask {remote.sshd.host} about --cwd /tmp" in proc.stderr
+
+
+def test_peek_reads_a_remote_screen_and_attach_goes_through_ssh_with_a_terminal(remote: Remote) -> None:
+    server = remote.server()
+    _spawn(remote, "far", server, "--command", "sh -c 'echo far-away-line; sleep 600'")
+    deadline = time.monotonic() + 30
+    lines: list[str] = []
+    while not any("far-away-line" in line for line in lines) and time.monotonic() < deadline:
+        doc = remote.mam_json("peek", "far")
+        assert isinstance(doc["lines"], list)
+        lines = [str(line) for line in doc["lines"]]
+        time.sleep(0.2)
+    assert any("far-away-line" in line for line in lines)
+    assert doc["host"] == remote.sshd.host
+    proc = remote.mam("attach", "far", env={**remote.env, "MAM_ATTACH_ECHO": "1"})
+    assert proc.returncode == 0, proc.stderr
+    argv = json.loads(proc.stdout)["argv"]
+    assert argv[0] == "ssh" and "-t" in argv and remote.sshd.host in argv
+    # The remote command line ends with tmux's own attach of the agent's pane, on its server there.
+    assert argv[-1].endswith(f"attach-session -t {doc['pane_id']}") and f"-L {server}" in argv[-1]

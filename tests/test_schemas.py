@@ -34,6 +34,7 @@ COMMAND_SCHEMAS = {
     "hooks status": "hooks.json",
     "demo": "demo.json", "restore": "restore.json", "wait": "wait.json", "send": "send.json", "kinds": "kinds.json",
     "wait NAME NAME...": "wait-many.json",  # wait on several agents (test_wait_on_several_and_send_on_herdr)
+    "peek": "peek.json", "stop --all": "stop-all.json", "watch": "watch.json",
 }
 SHARED = {"common.json", "error.json"}  # parts every document uses, and the error document of every command
 
@@ -395,6 +396,46 @@ def test_docs_json_describes_every_schema() -> None:
 
 
 
+def test_watch_changes_status_watch_lines_and_stop_all(ws: Workspace, tmux: Tmux) -> None:
+    """`watch --json` (one change per line: the stand-in turns blocked when `go` is typed), `status --watch
+    --json` (one status document per line), `stop --all --json`."""
+    standin = str(Path(__file__).parent / "agents" / "standin.py")
+    server = tmux.name()
+    proc = ws.mam("spawn", "turner", "--agent", "claude", "--server", server, "--command", sys.executable, "--",
+                  standin, "claude", "working", "--then", "blocked", "--when-typed", "go")
+    assert proc.returncode == 0, proc.stderr
+    watcher = subprocess.Popen([sys.executable, "-m", "mam", "watch", "--interval", "0.2", "--on", "working,blocked",
+                                "--json"], env=ws.env, cwd=ws.root, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               stdin=subprocess.DEVNULL, text=True)
+    assert watcher.stdout is not None and watcher.stderr is not None
+    try:
+        assert watcher.stderr.readline().startswith("mam: watching")
+        assert ws.mam("send", "turner", "go", "--enter").returncode == 0
+        line = watcher.stdout.readline()
+    finally:
+        watcher.send_signal(signal.SIGINT)
+        watcher.communicate(timeout=30)
+    assert line.endswith("\n") and "\n" not in line[:-1]
+    change = json.loads(line)
+    assert change["to"] == "blocked"
+    assert_strict("watch.json", change)
+    lines = subprocess.Popen([sys.executable, "-m", "mam", "status", "--watch", "0.1", "--json"], env=ws.env,
+                             cwd=ws.root, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                             stdin=subprocess.DEVNULL, text=True)
+    try:
+        assert lines.stdout is not None
+        docs = [lines.stdout.readline() for _ in range(2)]
+    finally:
+        lines.send_signal(signal.SIGINT)
+        lines.communicate(timeout=30)
+    for doc in docs:
+        assert doc.endswith("\n") and "\n" not in doc[:-1]
+        assert_strict("status.json", json.loads(doc))
+    doc = checked(ws, "stop --all", "--yes")
+    assert [a["outcome"] for a in doc["agents"]] == ["stopped"]
+    assert_strict("stop-all.json", checked(ws, "stop --all", "--yes"))  # nothing left: an empty list
+
+
 def test_status_wait_and_send_with_agent_state(ws: Workspace, tmux: Tmux) -> None:
     standin = str(Path(__file__).parent / "agents" / "standin.py")
     proc = ws.mam("spawn", "asker", "--agent", "codex", "--server", tmux.name(), "--command", sys.executable, "--",
@@ -404,6 +445,7 @@ def test_status_wait_and_send_with_agent_state(ws: Workspace, tmux: Tmux) -> Non
     assert doc["session"]["state"] == "blocked" and doc["session"]["evidence"]["rule"]
     assert_strict("status.json", run(ws, "status", "--state", "blocked", "--json"))
     checked(ws, "send", "asker", "--answer", "y", "--enter")  # a blocked agent takes an answer, not a prompt
+    assert checked(ws, "peek", "asker", "--lines", "5")["lines"]
     assert checked(ws, "wait", "asker", "--until", "working", "--timeout", "0.5", expect=1)["reached"] is False
     ws.write_registry(HERDR_REGISTRY)
     ws.herdr.start("live")

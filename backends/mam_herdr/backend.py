@@ -284,6 +284,19 @@ class HerdrBackend:
     def client_argv(self, server: str, args: list[str]) -> list[str]:
         return _argv(server, *args)
 
+    def attach_argv(self, server: str, agent: Agent, outer: Mapping[str, str], tty: str | None) -> list[str]:
+        # `session attach NAME` names its session itself, as its first words only (never after --session).
+        return [EXECUTABLE, "session", "attach", server]
+
+    def read_pane(self, server: str, agent: Agent, lines: int, ctx: CallContext) -> str | Failure:
+        """`agent read TARGET --source recent --lines N`: herdr's own recent output of the agent, raw text."""
+        target = agent.pane_id or agent.name or ""
+        if not target or target.startswith("-") or taken_by_herdr(target):  # never read as an option
+            return Failure(self.name, server, CommandResult((EXECUTABLE,), None, os_error="herdr gave no pane id"))
+        result = run(_argv(server, "agent", "read", target, "--source", "recent", "--lines", str(lines)),
+                     timeout=ctx.timeout, env=ctx.env)
+        return result.stdout if result.returncode == 0 else Failure(self.name, server, result)
+
     def spawn(self, server: str, request: SpawnRequest, ctx: CallContext) -> SpawnResult:
         kind = request.agent or ""
         program = PROGRAMS.get(kind)

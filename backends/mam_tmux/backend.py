@@ -114,6 +114,13 @@ def base_argv(server: str, *, query: bool, env: Mapping[str, str]) -> list[str]:
     return argv
 
 
+def _inside(server: str, tmux: str) -> bool:
+    """$TMUX (`SOCKET,PID,SESSION`) names the socket of server `server` (`tmux -L`): .../tmux-UID/SERVER."""
+    socket = tmux.rsplit(",", 2)[0] if tmux.count(",") >= 2 else ""
+    return bool(socket) and os.path.basename(socket) == server \
+        and os.path.basename(os.path.dirname(socket)) == f"tmux-{os.getuid()}"
+
+
 def client_env(env: Mapping[str, str]) -> dict[str, str]:
     """tmux follows $TMUX to the enclosing server; never let it."""
     return {k: v for k, v in env.items() if k not in MARKERS}
@@ -391,6 +398,17 @@ class TmuxBackend:
 
     def client_argv(self, server: str, args: list[str]) -> list[str]:
         return [EXECUTABLE, "-L", server, *args]
+
+    def attach_argv(self, server: str, agent: Agent, outer: Mapping[str, str], tty: str | None) -> list[str]:
+        """The agent's window and pane selected, then the client attached to its session; a caller already in a
+        client of this server (its $TMUX names this server's socket), on a terminal, has that client switched
+        instead: tmux finds it from the terminal of the pane the command runs in (no $TMUX needed)."""
+        pane = agent.pane_id if agent.pane_id and _PANE_ID.fullmatch(agent.pane_id) else None
+        target = pane or literal(f"={agent.name}")
+        select = ["select-window", "-t", pane, ";", "select-pane", "-t", pane, ";"] if pane else []
+        if tty is not None and _inside(server, outer.get("TMUX", "")):
+            return [*self.client_argv(server, select), "switch-client", "-t", target]
+        return [*self.client_argv(server, select), "attach-session", "-t", target]
 
     def spawn(self, server: str, request: SpawnRequest, ctx: CallContext) -> SpawnResult:
         # Names tmux cannot keep ('.') are refused by the core, from the plugin's name rule, before this runs.

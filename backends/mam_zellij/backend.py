@@ -213,6 +213,9 @@ class ZellijBackend:
     def client_argv(self, server: str, args: list[str]) -> list[str]:
         return [EXECUTABLE, "--session", server, *args]
 
+    def attach_argv(self, server: str, agent: Agent, outer: Mapping[str, str], tty: str | None) -> list[str]:
+        return [EXECUTABLE, "attach", server]
+
     def bootstrap(self, server: str, ctx: BootstrapContext) -> BootstrapResult:
         sessions = self._sessions(server, ctx.timeout, ctx.env)
         if isinstance(sessions, Failure):

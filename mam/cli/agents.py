@@ -63,26 +63,66 @@ def spawn(ctx: typer.Context,
 
 
 def stop(ctx: typer.Context,
-         name: Annotated[str, typer.Argument(metavar="NAME", autocompletion=complete.agents,
-                                             help="the agent to stop")],
+         name: Annotated[str | None, typer.Argument(metavar="[NAME]", autocompletion=complete.agents,
+                                                    help="the agent to stop", show_default=False)] = None,
          server: Annotated[str | None, typer.Option("--server", metavar="NAME", autocompletion=complete.servers,
-                                                    help="its server")] = None,
+                                                    help="its server; with --all: only the agents of this server")
+                           ] = None,
          force: Annotated[bool, typer.Option(
              "--force", help="ask the backend even when NAME is not registered here (on --server, else the default "
                              "server)")] = False,
+         all_rows: Annotated[bool, typer.Option(
+             "--all", help="every running or starting agent (of --server, --host, --backend when given)")] = False,
+         yes: Annotated[bool, typer.Option("--yes", "-y", help="with --all: do not ask first")] = False,
          host: HostFilter = None,
          as_json: Json = False) -> int:
     call = begin(ctx, as_json)
+    from mam.render import visible
+
+    if all_rows:
+        return _stop_all(call, name, server, force, yes, host)
+    if name is None:
+        raise MamError("usage", "mam stop needs NAME or --all", hint="mam stop NAME, or mam stop --all [--yes]")
+    if yes:
+        raise MamError("usage", "--yes is for --all", hint="mam stop NAME stops one agent without asking")
     from mam.commands.lifecycle import stop_document
 
     doc = stop_document(call.open(), name, server, force=force, progress=not call.json, host=host)
-    from mam.render import visible
-
     # Without a row (--force), nothing was marked: say what the server showed, not a registry status.
     said = f"{doc['status']} ({doc['message']})" if doc["registered"] else f"no row to mark; {doc['message']}"
     emit(doc, call.json, None if call.json else visible(f"{doc['name']} on {doc['backend']} server "
                                                         f"{doc['server']}: {said}"))
     return 0
+
+
+def _stop_all(call: Any, name: str | None, server: str | None, force: bool, yes: bool, host: str | None) -> int:
+    """`mam stop --all`: the agents listed, a question at a terminal (or --yes), then each stopped in turn."""
+    from mam.commands.lifecycle import stop_all_document, stop_targets
+    from mam.render import visible
+
+    if name is not None:
+        raise MamError("usage", "give NAME or --all, not both", hint="mam stop --all stops every running agent")
+    if force:
+        raise MamError("usage", "--force is for one NAME that has no row, not for --all")
+    if not yes and not sys.stdin.isatty():
+        raise MamError("usage", "mam stop --all asks first, and standard input is not a terminal",
+                       hint="add --yes to stop them without asking")
+    app = call.open()
+    rows = stop_targets(app, server, host)
+    where = [f"{r.name} ({r.backend} server {r.server}" + (f" on {r.host}" if r.host else "") + ")" for r in rows]
+    if rows and not yes:
+        sys.stderr.write(visible(f"mam: stop {len(rows)} agent{'s' if len(rows) != 1 else ''}: "
+                                 f"{', '.join(where)}?") + " [y/N] ")
+        sys.stderr.flush()
+        answer = sys.stdin.readline().strip().lower()
+        if answer not in ("y", "yes"):
+            raise MamError("operation_failed", "nothing stopped: not confirmed", hint="answer y, or add --yes")
+    doc = stop_all_document(app, rows, progress=not call.json)
+    lines = [visible(f"{a['name']} on {a['backend']} server {a['server']}"
+                     + (f" on {a['host']}" if a["host"] else "") + f": {a['outcome']} ({a['message']})")
+             for a in doc["agents"]]
+    emit(doc, call.json, None if call.json else "\n".join(lines or ["no running agent to stop"]))
+    return 1 if doc["counts"]["failed"] else 0
 
 
 def _restore_line(agent: dict[str, Any], dry_run: bool) -> str:

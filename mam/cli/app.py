@@ -33,7 +33,8 @@ environment:
 \b
 exit codes: 0 done (drift and unknown servers are findings), 1 an operation failed, 2 bad input,
 3 backend or its binary not found, 4 a backend plugin failed to load.
-Every command but exec takes --json, after the command or before it (exec prints the backend's own output).
+Every command but exec and attach takes --json, after the command or before it (they run the backend's
+own client).
 Shell completion: mam --install-completion (bash, zsh or fish)."""
 
 SETTINGS: dict[str, Any] = {"help_option_names": ["-h", "--help"]}
@@ -100,6 +101,8 @@ def _group(name: str, help: str, leaf: str, run: Any, summary: str) -> None:
 
 _add(app, "status", queries.status, "Every registry row with what its server says about it now. Never starts a "
                                     "server.")
+_add(app, "watch", queries.watch, "Tell every change of an agent into blocked or done as it happens: a line, a JSON "
+                                  "line (--json), a desktop notification (--notify), your command (--exec).")
 _add(app, "reconcile", queries.reconcile, "Compare the registry with the live servers and report drift; fix it "
                                           "only with --apply.")
 _add(app, "ls", queries.ls, "The live agents of one server of the selected backend, straight from the backend.")
@@ -107,6 +110,10 @@ _add(app, "wait", interact.wait, "Wait until agents are in one of some states (-
                                  "--all of them); exit 1 on --timeout. Never starts a server.")
 _add(app, "send", interact.send, "Type text into an agent's pane, as characters (several lines as one paste); "
                                  "--enter presses Enter. Never starts a server.")
+_add(app, "peek", interact.peek, "Print the last lines of an agent's screen, escape sequences removed. Never starts "
+                                 "a server.")
+_add(app, "attach", interact.attach, "Put this terminal in front of an agent's pane with the backend's own client "
+                                     "(tmux switches the client it runs in); over ssh for another host.")
 _add(app, "bootstrap", agents.bootstrap, "Start a server of the selected backend if it is down, with a scrubbed "
                                          "environment.")
 _add(app, "spawn", agents.spawn, "Start an agent in a new pane or session, registered at once; starts its server "

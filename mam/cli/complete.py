@@ -1,6 +1,7 @@
-"""Shell completion of the names mam knows: server names for --server, agent names for `stop NAME` and `forget
-NAME...`. They come from the registry file alone (mam.registry.load): completing starts no server, loads no
-plugin, and never fails loudly; whatever goes wrong, the shell is offered nothing.
+"""Shell completion of the names mam knows: server names for --server, agent names for `stop NAME`, `forget
+NAME...` and the NAME of wait, send, peek and attach. They come from the registry file alone (mam.registry.load):
+completing starts no server, loads no plugin, and never fails loudly; whatever goes wrong, the shell is offered
+nothing.
 
 typer and click do the rest: `mam --install-completion` and `--show-completion` write or print the script of
 bash, zsh or fish, which calls `mam` back with $_MAM_COMPLETE set.
@@ -22,8 +23,8 @@ SHELLS = ("bash", "zsh", "fish", "powershell", "pwsh")
 
 def _rows(ctx: click.Context) -> list["Row"]:
     """The rows a command on this line would act on: those of the backend chosen explicitly, else every
-    backend's for `status`, `stop` and `forget` (their rows say which backend), else the selected backend's;
-    read as `mam` itself would find the workspace and the backend."""
+    backend's for the commands whose rows say which backend (status, stop, forget, wait, send, peek, attach),
+    else the selected backend's; read as `mam` itself would find the workspace and the backend."""
     from mam import registry
     from mam.workspace import DEFAULT_BACKEND, open_workspace
 
@@ -32,7 +33,7 @@ def _rows(ctx: click.Context) -> list["Row"]:
     default = workspace.config.backend or DEFAULT_BACKEND
     rows = registry.load(workspace.registry_path, default).rows
     chosen = root.get("backend") or os.environ.get("MAM_BACKEND") or None
-    if chosen is None and ctx.command.name not in ("status", "stop", "forget"):
+    if chosen is None and ctx.command.name not in ("status", "stop", "forget", "wait", "send", "peek", "attach"):
         chosen = default
     return [row for row in rows if chosen is None or row.backend == chosen]
 

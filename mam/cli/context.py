@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from mam.app import App
 
 # Why a command takes no --json, where there is more to say than that it has none.
-NO_JSON_BECAUSE = {"mam exec": "its output is the backend's own"}
+NO_JSON_BECAUSE = {"mam exec": "its output is the backend's own", "mam attach": "it runs the backend's own client"}
 
 
 @dataclass

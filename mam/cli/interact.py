@@ -1,4 +1,4 @@
-"""The commands that watch or steer one agent: wait, send. Neither starts a server."""
+"""The commands that watch or steer one agent: wait, send, peek, attach. None starts a server."""
 
 import sys
 from typing import Annotated, Any
@@ -17,7 +17,8 @@ Server = Annotated[str | None, typer.Option(
 
 def wait(ctx: typer.Context,
          names: Annotated[list[str], typer.Argument(
-             metavar="NAME...", help="the registered agents to watch", show_default=False)],
+             metavar="NAME...", autocompletion=complete.agents, help="the registered agents to watch",
+             show_default=False)],
          until: Annotated[str, typer.Option(
              "--until", metavar="STATE[,STATE]",
              help="the states to wait for: working, blocked, idle, done, unknown")],
@@ -87,7 +88,8 @@ def _read_text(path: str | None) -> str:
 
 
 def send(ctx: typer.Context,
-         name: Annotated[str, typer.Argument(metavar="NAME", help="the registered agent to type into")],
+         name: Annotated[str, typer.Argument(metavar="NAME", autocompletion=complete.agents,
+                                             help="the registered agent to type into")],
          text: Annotated[str | None, typer.Argument(
              metavar="TEXT", help="typed as characters, never as key names; several lines go as one paste; '-' "
              "(or none, when stdin is not a terminal) reads stdin; after -- when it starts with '-'",
@@ -135,4 +137,45 @@ def send(ctx: typer.Context,
         sys.stderr.write(visible(f"mam: {doc['name']} started no turn within {confirm:g} s: the text may not have "
                                  "been taken") + "\n")
         return 1
+    return 0
+
+
+def peek(ctx: typer.Context,
+         name: Annotated[str, typer.Argument(metavar="NAME", autocompletion=complete.agents,
+                                             help="the registered agent to look at")],
+         lines: Annotated[int, typer.Option(
+             "--lines", "-n", metavar="N", help="how many of the last lines of its screen (1 to 10000)")] = 20,
+         server: Server = None,
+         host: HostFilter = None,
+         as_json: Json = False) -> int:
+    call = begin(ctx, as_json)
+    from mam.peeking import check_lines, peek_document
+
+    check_lines(lines)
+    doc = peek_document(call.open(), name, lines, server, host)
+    emit(doc, call.json, None if call.json else "\n".join(doc["lines"]))
+    return 0
+
+
+def attach(ctx: typer.Context,
+           name: Annotated[str, typer.Argument(metavar="NAME", autocompletion=complete.agents,
+                                               help="the registered agent to show")],
+           server: Server = None,
+           host: HostFilter = None) -> int:
+    call = begin(ctx, None)
+    import os
+
+    from mam.errors import MamError
+    from mam.peeking import ATTACH_ECHO, attach_command, exec_attach
+
+    echo = os.environ.get(ATTACH_ECHO) == "1"
+    if not echo and not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise MamError("usage", "mam attach needs a terminal: it runs the backend's own client",
+                       hint=f"run it in a terminal; `mam peek {name}` prints the agent's screen anywhere")
+    tty = None
+    try:
+        tty = os.ttyname(sys.stdin.fileno())
+    except OSError:
+        pass
+    exec_attach(attach_command(call.open(), name, server, host, tty))
     return 0

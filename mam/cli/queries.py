@@ -1,7 +1,9 @@
-"""The commands that ask and report: status, reconcile, ls, backends, env, version. None starts a server."""
+"""The commands that ask and report: status, watch, reconcile, ls, backends, env, version. None starts a server."""
 
 import math
+import sys
 import time
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 import typer
@@ -13,6 +15,7 @@ from mam.cli.options import Host, HostFilter
 from mam.errors import MamError
 
 MIN_WATCH = 0.1  # seconds between two reconcile passes: less is a busy loop
+DEFAULT_WATCH = 2.0  # seconds between two passes of `status --watch` and `watch` (also in usage.OPTIONAL_VALUES)
 
 Json = Annotated[bool, typer.Option("--json", help="print one JSON document on stdout")]
 
@@ -28,6 +31,10 @@ def status(ctx: typer.Context,
            host: HostFilter = None,
            no_state: Annotated[bool, typer.Option(
                "--no-state", help="skip reading the agents' states (no STATE column, no capture calls)")] = False,
+           watch: Annotated[float | None, typer.Option(
+               "--watch", metavar="[SECONDS]",
+               help=f"redraw every SECONDS (default {DEFAULT_WATCH:g}) until interrupted; JSON Lines with --json")
+           ] = None,
            as_json: Json = False) -> int:
     call = begin(ctx, as_json)
     from mam import render
@@ -36,12 +43,112 @@ def status(ctx: typer.Context,
     only = parse_state_filter(state or [])
     if only and no_state:
         raise MamError("usage", "--state and --no-state contradict each other", hint="drop one of them")
+    check_watch(watch)
     app = call.open()
+    if watch is not None:
+        return _status_watch(app, call.json, watch, server or (), not no_state, only, host)
     with waiting("asking the servers for their agents", call.json):
         doc = status_document(app, server or (), with_state=not no_state, only_states=only, host=host)
     code = say_unanswered(app, doc)
     emit(doc, call.json, None if call.json else render.status_text(doc, server or (), host))
     return code
+
+
+def check_watch(seconds: float | None, option: str = "--watch") -> None:
+    if seconds is not None and not (math.isfinite(seconds) and MIN_WATCH <= seconds <= 86400):
+        raise MamError("usage", f"{option} {seconds:g}: expected a number of seconds, at least {MIN_WATCH:g} and "
+                       "at most 86400")
+
+
+# Cursor home, then each line followed by erase-to-end-of-line, then erase below: a redraw in place that never
+# blanks the whole screen between two frames (no flicker).
+HOME, ERASE_LINE, ERASE_BELOW = "\x1b[H", "\x1b[K", "\x1b[J"
+
+
+def _status_watch(app: Any, as_json: bool, seconds: float, servers: Sequence[str], with_state: bool,
+                  only: frozenset[str], host: str | None) -> int:
+    """`status --watch`: the table again every `seconds`, redrawn in place on a terminal, one after the other
+    (each under a `--- time` line) into a pipe or a file, one compact document per line with --json. Ctrl-C
+    ends it, exit 0; SIGTERM or SIGHUP end it as they end any command."""
+    from mam import render
+    from mam.statusview import status_document, unanswered
+
+    redraw = not as_json and sys.stdout.isatty()
+    try:
+        while True:
+            doc = status_document(app, servers, with_state=with_state, only_states=only, host=host)
+            if as_json:
+                emit(doc, True, compact=True)
+            else:
+                notes, _ = unanswered(app, doc)
+                stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+                lines = [f"--- {stamp} (every {seconds:g} s; Ctrl-C ends)",
+                         *(render.visible(f"mam: {note}") for note in notes),
+                         render.status_text(doc, servers, host)]
+                text = "\n".join(lines)
+                if redraw:
+                    text = HOME + "".join(line + ERASE_LINE + "\n" for line in text.split("\n")) + ERASE_BELOW
+                    emit({}, False, text.rstrip("\n"))
+                else:
+                    emit({}, False, text)
+            time.sleep(seconds)
+    except KeyboardInterrupt as exc:
+        end_children()
+        if type(exc) is not KeyboardInterrupt:  # SIGTERM or SIGHUP: not the user's Ctrl-C that ends a watch
+            raise
+        return 0
+
+
+def watch(ctx: typer.Context,
+          interval: Annotated[float, typer.Option(
+              "--interval", metavar="SECONDS", help=f"read the states every SECONDS (default {DEFAULT_WATCH:g})")
+          ] = DEFAULT_WATCH,
+          on: Annotated[str, typer.Option(
+              "--on", metavar="STATE[,STATE]", help="the states whose changes are told (default blocked,done)")
+          ] = "blocked,done",
+          notify: Annotated[bool, typer.Option(
+              "--notify", help="a desktop notification (notify-send) per change; the terminal bell without it")
+          ] = False,
+          command: Annotated[str | None, typer.Option(
+              "--exec", metavar="CMD", help="run CMD (split into words, never by a shell) once per change, the "
+                                            "change as one JSON line on its stdin")] = None,
+          server: Annotated[list[str] | None, typer.Option(
+              "--server", metavar="NAME", autocompletion=complete.servers,
+              help="only the agents of this server (repeatable)")] = None,
+          host: HostFilter = None,
+          as_json: Annotated[bool, typer.Option("--json", help="print each change as one JSON line")] = False) -> int:
+    call = begin(ctx, as_json)
+    from mam.changes import Changes, change_text
+    from mam.notify import Announcer, exec_argv
+    from mam.statusview import parse_state_filter, status_document
+
+    check_watch(interval, "--interval")
+    states = parse_state_filter([on], "--on")
+    argv = exec_argv(command) if command is not None else None
+    app = call.open()
+    tracker = Changes(states)
+    announcer = Announcer(notify, argv, app.env)
+    from mam.plugin.records import AGENT_STATES
+
+    told, told_start = [state for state in AGENT_STATES if state in states], False
+    try:
+        while True:
+            doc = status_document(app, server or (), host=host)
+            for change in tracker.step(doc["sessions"]):
+                emit(change, call.json, None if call.json else change_text(change), compact=True)
+                announcer.announce(change)
+            if not told_start:  # the baseline is read: from now on every change is told
+                count = len(doc["sessions"])
+                sys.stderr.write(f"mam: watching {count} agent{'s' if count != 1 else ''} for changes into "
+                                 f"{', '.join(told)}; Ctrl-C ends\n")
+                sys.stderr.flush()
+                told_start = True
+            time.sleep(interval)
+    except KeyboardInterrupt as exc:
+        end_children()
+        if type(exc) is not KeyboardInterrupt:
+            raise
+        return 0
 
 
 def reconcile(ctx: typer.Context,

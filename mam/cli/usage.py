@@ -14,6 +14,8 @@ from mam.cli.context import no_json
 from mam.errors import MamError
 
 HELP_OPTIONS = ("-h", "--help")
+# Options whose number may be left out, with the value they then take (mam.cli.queries.DEFAULT_WATCH).
+OPTIONAL_VALUES = {("mam status", "--watch"): "2"}
 
 
 def split(argv: list[str]) -> tuple[list[str], list[str]]:
@@ -34,6 +36,33 @@ def _options(command: click.Command) -> dict[str, click.Option | None]:
 
 def _takes_value(option: click.Option | None) -> bool:
     return option is not None and not option.is_flag and not option.count and option.nargs == 1
+
+
+class _Words:
+    """The words, one at a time, with a look at the next one."""
+
+    def __init__(self, words: list[str]) -> None:
+        self.words, self.at = words, 0
+
+    def __iter__(self) -> _Words:
+        return self
+
+    def __next__(self) -> str:
+        if self.at >= len(self.words):
+            raise StopIteration
+        self.at += 1
+        return self.words[self.at - 1]
+
+    def peek(self) -> str:
+        return self.words[self.at] if self.at < len(self.words) else ""
+
+
+def _is_number(word: str) -> bool:
+    try:
+        float(word)
+    except ValueError:
+        return False
+    return True
 
 
 def _long_form(option: click.Option) -> str:
@@ -58,7 +87,7 @@ def prepare(words: list[str], root: click.Group) -> tuple[list[str], str]:
     path = ["mam"]
     unknown_command: MamError | None = None
     out: list[str] = []
-    remaining = iter(words)
+    remaining = _Words(words)
     for word in remaining:
         commands = level.commands if isinstance(level, click.Group) else {}
         if word in commands:
@@ -73,7 +102,10 @@ def prepare(words: list[str], root: click.Group) -> tuple[list[str], str]:
                 raise _no_such_option(name, options, " ".join(path))
             option = options[name]
             if option is not None and _takes_value(option) and "=" not in word:
-                value = next(remaining, None)
+                # `status --watch` alone, or before another word (`--json`): its default, and that word is read
+                # as itself (typer has no option with an optional value)
+                optional = OPTIONAL_VALUES.get((" ".join(path), name))
+                value = optional if optional and not _is_number(remaining.peek()) else next(remaining, None)
                 if value is not None:
                     word = f"{_long_form(option)}={value}"
         out.append(word)

@@ -35,7 +35,7 @@ from mam.plugin.records import BackendSpec, CallContext, ServerState
 from mam.progress import waiting
 from mam.registry import Row, RowKey
 from mam.route import remote_route
-from mam.rows import rows_named, session_entry, snapshot, unchanged_rows
+from mam.rows import rows_named, rows_on, session_entry, snapshot, unchanged_rows
 
 # What belongs to the agent a row held before: a new spawn of the name records its own, or none.
 RESPAWN_DROPS = ("agent_session", "restored_at")
@@ -324,3 +324,31 @@ def _stop(app: App, name: str, server: str | None, force: bool, progress: bool, 
                            hint="`mam status` shows what it says now")
     return {"schema": 1, "name": name, "backend": backend_name, "server": target, "host": there or None,
             "status": status, "registered": bool(rows), "message": result.message}
+
+
+def stop_targets(app: App, server: str | None = None, host: str | None = None) -> list[Row]:
+    """The rows `mam stop --all` closes: every active row (running or starting) of the explicit backend (else of
+    every backend), on `server` and `host` when given, in registry order."""
+    if server is not None:
+        check_name(server, "server name")
+    return [row for row in rows_on(app, app.load_registry(), server, checked_host(host)) if row.active]
+
+
+def stop_all_document(app: App, rows: list[Row], progress: bool = False) -> dict[str, Any]:
+    """Close each of `rows` (stop_targets) as `mam stop NAME` closes one, and mark it. One that fails is told
+    in its entry and the others are still stopped."""
+    reg = app.load_registry()
+    agents: list[dict[str, Any]] = []
+    for row in rows:
+        there = row.host or ""
+        entry = {"name": row.name, "backend": row.backend, "server": row.server, "host": row.host}
+        try:
+            with remote_route(app.route(there)):
+                doc = _stop(app, row.name, row.server, False, progress, reg, [row], there)
+            entry.update({"outcome": doc["status"], "message": doc["message"]})
+        except MamError as exc:
+            entry.update({"outcome": "failed", "message": exc.message})
+        agents.append(entry)
+    counts = {outcome: sum(1 for a in agents if a["outcome"] == outcome) for outcome in ("stopped", "terminated",
+                                                                                          "failed")}
+    return {"schema": 1, "agents": agents, "counts": counts}

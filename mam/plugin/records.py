@@ -232,6 +232,12 @@ class SpawningBackend(Backend, Protocol):
 #   send_text(server, agent: Agent, text: str, enter: bool, ctx) -> SendResult
 #       with the attribute `pastes_lines = True`, it is also given texts of several lines, which it must send
 #       as one paste (never as lines that each submit); without it, `mam send` refuses such a text
+# and the ones `mam peek` and `mam attach` (mam.peeking) look for:
+#   read_pane(server, agent: Agent, lines: int, ctx) -> str | Failure   (the last lines of its screen, raw;
+#       without it, peek reads the capture_panes screen)
+#   attach_argv(server, agent: Agent, outer: Mapping[str, str], tty: str | None) -> list[str]
+#       the backend's own client command that shows the agent's pane; `outer` is the caller's environment (read
+#       only, to tell whether it runs inside that server already), `tty` the caller's terminal device or None
 
 
 # The optional operations a backend may declare (BackendSpec.operations), each with the method of the backend

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A stand-in coding agent: draws what an agent's TUI shows in one state, then stays alive.
 
-    python3 tests/agents/standin.py KIND STATE [--then STATE2 --after SECONDS] [--hook COMMAND] [--title TEXT]
+    python3 tests/agents/standin.py KIND STATE [--then STATE2 (--after SECONDS | --when-typed LINE)]
+                                    [--hook COMMAND] [--title TEXT]
 
 KIND is claude, codex, gemini, opencode, grok, hermes, aider, cursor or generic; STATE is working, blocked,
 idle or garbage (text no rule matches), or `ask` (generic and aider only): a line-mode question asked as a
@@ -257,6 +258,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="a hook command to run by the shell once the first screen is drawn, as an agent runs "
                              "its hooks (`mam report idle`); a line `!hook` typed into it runs it again")
     parser.add_argument("--title", metavar="TEXT", help="set the terminal title (OSC 2), as agents do")
+    parser.add_argument("--when-typed", metavar="LINE", help="switch to --then once LINE is typed (not --after)")
     args = parser.parse_args(argv)
     if args.state == "ask":
         if args.kind not in ASKED:
@@ -304,7 +306,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     dirty = True
             except queue.Empty:
                 pass
-            if args.then is not None and time.monotonic() >= switch_at:
+            typed = args.when_typed is not None and args.when_typed in got
+            timed = args.when_typed is None and time.monotonic() >= switch_at
+            if args.then is not None and (typed or timed):
                 state, args.then, dirty = args.then, None, True
     except KeyboardInterrupt:
         return 130
