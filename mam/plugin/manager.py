@@ -21,6 +21,7 @@ from mam.errors import MamError
 from mam.names import is_valid_name, shown
 from mam.plugin import spec as hookspecs
 from mam.plugin.builtin import CORE_PLUGIN, CoreDefaults, optional_operation, process_classification
+from mam.plugin.helpers import first_line
 from mam.plugin.listing import ACTIVE_HOOKS
 from mam.plugin.records import (
     OPERATIONS,
@@ -65,8 +66,8 @@ class HookPlugin:
 
 
 def _first_line(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}"
-    return text.splitlines()[0] if text else type(exc).__name__
+    """`Type: message`, its first line as it stands (the type's name keeps it from being blank)."""
+    return first_line(f"{type(exc).__name__}: {exc}", strip=False)
 
 
 _HOOK_OF = {"spawn": "mam_spawn_agent", "stop": "mam_stop_agent", "send_text": "mam_send_text",
