@@ -8,8 +8,7 @@ import typer
 
 from mam.cli import complete
 from mam.cli.context import begin, emit
-from mam.cli.options import Host, HostFilter
-from mam.cli.queries import Json
+from mam.cli.options import Host, HostFilter, Json
 from mam.errors import MamError
 
 DryRun = Annotated[bool, typer.Option("--dry-run", help="say what would be removed, write nothing")]

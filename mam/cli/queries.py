@@ -9,12 +9,10 @@ import typer
 from mam import __version__
 from mam.cli import complete
 from mam.cli.context import begin, emit, end_children, say_unanswered, waiting
-from mam.cli.options import Host, HostFilter
+from mam.cli.options import Host, HostFilter, Json
 from mam.errors import MamError
 
 MIN_WATCH = 0.1  # seconds between two reconcile passes: less is a busy loop
-
-Json = Annotated[bool, typer.Option("--json", help="print one JSON document on stdout")]
 
 
 def status(ctx: typer.Context,
