@@ -78,17 +78,6 @@ class _ConfigError(Exception):
         self.message, self.where, self.at_key = message, where, at_key
 
 
-def _unknown_keys(mapping: dict[object, object], allowed: tuple[str, ...], *where: str) -> None:
-    """Refuse a key mam does not know: a misspelled `scrubs:` must not silently drop a scrub rule."""
-    from mam.registry import yamlio
-
-    for key in mapping:
-        if key not in allowed:
-            inside = f" in `{'.'.join(where)}:`" if where else ""
-            raise _ConfigError(f"unknown key {yamlio.brief(key, 40)}{inside} (expected {' or '.join(allowed)})",
-                               *where, str(key), at_key=True)
-
-
 def _patterns(env: dict[object, object], key: str) -> tuple[str, ...]:
     from mam.registry import yamlio
 
@@ -112,7 +101,7 @@ def _config(data: object, path: Path) -> Config:
         return Config(path)
     if not isinstance(data, dict):
         raise _ConfigError(f"the top level must be a mapping, got {type(data).__name__}")
-    _unknown_keys(data, CONFIG_KEYS)
+    yamlio.refuse_unknown_keys(data, CONFIG_KEYS, error=_ConfigError, conjunction=" or ", say_where=True)
     backend = data.get("backend")
     if backend is not None and not is_valid_name(backend):
         raise _ConfigError(f"backend must be a backend name, got {yamlio.brief(backend, 40)}", "backend")
@@ -122,7 +111,7 @@ def _config(data: object, path: Path) -> Config:
     if not isinstance(env, dict):
         raise _ConfigError(f"env must be a mapping with scrub: and keep: lists, got {type(env).__name__} "
                            f"{yamlio.brief(env, 40)}", "env")
-    _unknown_keys(env, ENV_KEYS, "env")
+    yamlio.refuse_unknown_keys(env, ENV_KEYS, "env", error=_ConfigError, conjunction=" or ", say_where=True)
     return Config(path, backend, _patterns(env, "scrub"), _patterns(env, "keep"))
 
 

@@ -363,9 +363,11 @@ def _merge(base: Mapping[str, Kind], given: dict[str, dict[str, Any]]) -> dict[s
 
 
 def _document(data: object, base: Mapping[str, Kind]) -> dict[str, dict[str, Any]]:
+    from mam.registry import yamlio  # the file was parsed with it: already loaded
+
     if not isinstance(data, dict):
         raise _Invalid(f"the top level must be a mapping with schema: 1 and kinds:, got {type(data).__name__}")
-    _unknown_keys(data, TOP_KEYS)
+    yamlio.refuse_unknown_keys(data, TOP_KEYS, error=_Invalid)
     if data.get("schema") != 1 or isinstance(data.get("schema"), bool):
         raise _Invalid("schema must be 1", "schema")
     kinds = data.get("kinds")
@@ -385,7 +387,9 @@ def _kind(name: str, fields: object, seen: dict[str, str]) -> dict[str, Any]:
     where = ("kinds", name)
     if not isinstance(fields, dict):
         raise _Invalid(f"kinds.{name} must be a mapping", *where)
-    _unknown_keys(fields, KIND_KEYS, *where)
+    from mam.registry import yamlio
+
+    yamlio.refuse_unknown_keys(fields, KIND_KEYS, *where, error=_Invalid)
     out: dict[str, Any] = {}
     if "programs" in fields:
         out["programs"] = _words(fields["programs"], f"kinds.{name}.programs", "program basenames",
@@ -434,7 +438,9 @@ def _resume(value: object, kind: str, where: tuple[str | int, ...]) -> tuple[str
 def _rule(kind: str, rule: object, where: tuple[str | int, ...], seen: dict[str, str]) -> Rule:
     if not isinstance(rule, dict):
         raise _Invalid(f"a rule of kinds.{kind} must be a mapping with id, state, pattern and lines", *where)
-    _unknown_keys(rule, RULE_KEYS + OPTIONAL_RULE_KEYS, *where)
+    from mam.registry import yamlio
+
+    yamlio.refuse_unknown_keys(rule, RULE_KEYS + OPTIONAL_RULE_KEYS, *where, error=_Invalid)
     missing = [key for key in RULE_KEYS if key not in rule]
     if missing:
         raise _Invalid(f"rule is missing {', '.join(missing)}", *where)
@@ -560,13 +566,6 @@ def _first_chars(items: list[tuple[Any, Any]]) -> set[str] | None:
     if code in (op.MAX_REPEAT, op.MIN_REPEAT, op.POSSESSIVE_REPEAT) and value[0] >= 1:
         return _first_chars(list(value[2]))
     return None
-
-
-def _unknown_keys(mapping: dict[Any, Any], allowed: tuple[str, ...], *where: str | int) -> None:
-    for key in mapping:
-        if key not in allowed:
-            raise _Invalid(f"unknown key {_brief(key)} (expected {', '.join(allowed)})", *where, str(key),
-                           at_key=True)
 
 
 def _brief(value: object) -> str:

@@ -13,7 +13,7 @@ too long for Python to convert.
 from __future__ import annotations
 
 import reprlib
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 import yaml
@@ -50,6 +50,18 @@ def brief(value: Any, limit: int = 80) -> str:
     """A repr for a message, at most `limit` characters whatever the value holds; its cost is bounded too."""
     text = _repr.repr(value)
     return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def refuse_unknown_keys(mapping: Mapping[Any, Any], allowed: tuple[str, ...], *where: str | int,
+                        error: Callable[..., Exception], conjunction: str = ", ", say_where: bool = False) -> None:
+    """Refuse a key mam does not know (a misspelled key must not silently drop what it holds): raise
+    `error(message, *where, key, at_key=True)`, the message naming the key, `where` too with `say_where`, and
+    the keys `allowed` joined by `conjunction`."""
+    for key in mapping:
+        if key not in allowed:
+            inside = f" in `{'.'.join(map(str, where))}:`" if say_where and where else ""
+            raise error(f"unknown key {brief(key, 40)}{inside} (expected {conjunction.join(allowed)})",
+                        *where, str(key), at_key=True)
 
 
 def cap(message: str, limit: int = 200) -> str:
