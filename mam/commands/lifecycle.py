@@ -240,7 +240,7 @@ def _spawn(app: App, name: str, agent: str | None, server: str, cwd: str | None,
     if known is not None and known.active:  # refused before a server is started for nothing
         raise _taken(known)
     if outcome.state is not ServerState.UP:
-        if app.env.get("MAM_NO_AUTOSTART") == "1":
+        if not app.autostart:
             # Sending the spawn anyway could start the server as a side effect (tmux new-session does).
             detail = outcome.error.message if outcome.error else outcome.state.value
             raise MamError("operation_failed", f"{where} is not up ({detail}) and MAM_NO_AUTOSTART=1",

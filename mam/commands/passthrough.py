@@ -151,7 +151,7 @@ def _exec_command(app: App, server: str | None, args: list[str], there: str) -> 
         # The scrubbed env has no guard (a server the program starts would keep it for life), but a script
         # may be a wrapper that runs a shim again, and only the guard stops that loop.
         env[SHIM_GUARD] = app.env[SHIM_GUARD]
-    autostart = app.env.get("MAM_NO_AUTOSTART") != "1"
+    autostart = app.autostart
     # A command that reads a name as a prefix would take a server that is not running for another one's.
     prefixed = found[0] if found is not None and found[0].prefix else None
     if autostart or prefixed is not None:
