@@ -124,9 +124,9 @@ def check_label(app: App, agent: str) -> None:
     kinds = set(app.kinds.kinds)
     if agent not in kinds and agent not in agent_programs():
         known = ", ".join(sorted((kinds - {"generic"}) | set(agent_programs())))
-        from mam.registry.yamlio import brief
+        from mam.quote import shown
 
-        raise MamError("usage", f"unknown agent kind {brief(agent)}: known are {known}",
+        raise MamError("usage", f"unknown agent kind {shown(agent)}: known are {known}",
                        hint="add a kind of your own in .mam/states.yaml (docs/states.md), or leave --agent out")
 
 

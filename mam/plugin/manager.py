@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 from mam.errors import MamError
-from mam.names import is_valid_name, shown
+from mam.names import is_valid_name
 from mam.plugin import spec as hookspecs
 from mam.plugin.builtin import CORE_PLUGIN, CoreDefaults, optional_operation, process_classification
 from mam.plugin.helpers import first_line
@@ -41,6 +41,7 @@ from mam.plugin.records import (
     SpawnResult,
     StopResult,
 )
+from mam.quote import shown
 
 if TYPE_CHECKING:
     from mam.plugin.entrypoints import EntryPoint
@@ -166,14 +167,16 @@ class Plugins:
         self._providers[name] = provider
         for spec in declared:
             if not is_valid_name(spec.name):  # --backend could never select it
-                self.problems.append(LoadProblem(name, provider, f"backend name {shown(spec.name)} is not a name "
+                said = shown(spec.name, quote="repr", cut="value")
+                self.problems.append(LoadProblem(name, provider, f"backend name {said} is not a name "
                                                  "--backend can select (1-64 letters, digits, '.', '_' or '-', "
                                                  "starting with a letter or digit)"))
                 continue
             unknown = sorted(set(spec.operations or ()) - OPERATIONS.keys())
             if unknown:  # a misspelled operation would never be tested, nor said to be left out
                 self.problems.append(LoadProblem(name, provider, f"backend {spec.name!r} declares unknown operations "
-                                                 f"{', '.join(map(shown, unknown))} (known: {', '.join(OPERATIONS)})"))
+                                                 f"{', '.join(shown(op, quote='repr', cut='value') for op in unknown)} "
+                                                 f"(known: {', '.join(OPERATIONS)})"))
                 continue
             if spec.name in self._specs:
                 other = self._specs[spec.name].provider
