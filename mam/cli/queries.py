@@ -2,7 +2,7 @@
 
 import math
 import time
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -73,14 +73,14 @@ def reconcile(ctx: typer.Context,
         with waiting("asking the servers for their agents", call.json):
             doc = reconcile_document(app, apply=apply, adopt=adopt, restore=restore)
         code = say_unanswered(app, doc)
-        emit(doc, call.json, None if call.json else _with_restore(render.reconcile_text(doc), doc))
+        emit(doc, call.json, None if call.json else render.reconcile_text(doc))
         counts = doc["restore"]["counts"] if doc["restore"] else {}
         return 1 if counts.get("failed") or counts.get("untrusted") else code
     try:
         while True:
             doc = reconcile_document(app, apply=apply, adopt=adopt, restore=restore)
             stamp = time.strftime("%Y-%m-%d %H:%M:%S")
-            text = f"--- {stamp}\n{_with_restore(render.reconcile_text(doc), doc)}"
+            text = f"--- {stamp}\n{render.reconcile_text(doc)}"
             emit(doc, call.json, None if call.json else text, compact=True)
             time.sleep(watch)
     except KeyboardInterrupt as exc:
@@ -88,28 +88,6 @@ def reconcile(ctx: typer.Context,
         if type(exc) is not KeyboardInterrupt:  # SIGTERM or SIGHUP: not the user's Ctrl-C that ends a watch
             raise
         return 0
-
-
-def _with_restore(text: str, doc: dict[str, Any]) -> str:
-    """The reconcile report, then what --restore did, one line per agent."""
-    from mam.render import visible
-
-    if doc["restore"] is None:
-        return text
-    lines = [visible(f"restore {a['name']} ({a['backend']} server {a['server']}): {a['outcome'].replace('_', ' ')}: "
-                     f"{a['message']}" + _untrusted(a)) for a in doc["restore"]["agents"]]
-    return "\n".join([text, *(lines or ["restore: nothing to restore"])])
-
-
-def _untrusted(agent: dict[str, Any]) -> str:
-    """What a spec left unrun for want of consent would run, on its one line: its argv and the variables it
-    would get."""
-    if agent["outcome"] != "untrusted" or not agent["argv"]:
-        return ""
-    import shlex
-
-    env = f"; env: {', '.join(agent['env_names'])}" if agent["env_names"] else ""
-    return f" (argv: {shlex.join(agent['argv'])}{env})"
 
 
 def ls(ctx: typer.Context,
