@@ -104,6 +104,11 @@ class App:
 
         return Plugins(self.env)
 
+    @property
+    def autostart(self) -> bool:
+        """Whether a command may start a server that is down: not with $MAM_NO_AUTOSTART=1."""
+        return self.env.get("MAM_NO_AUTOSTART") != "1"
+
     @cached_property
     def timeout(self) -> float:
         return settings.timeout_from_env(self.env)

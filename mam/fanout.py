@@ -24,6 +24,13 @@ After = Callable[[ServerKey, ServerOutcome], None]
 MAX_PARALLEL = 64  # threads mostly wait on their backend process; 64 covers the usual fleet in one wave
 
 
+def listed_order(key: ServerKey) -> tuple[str, str, str]:
+    """The order a document lists servers in (status, reconcile, restore): by host, this machine first, then
+    by backend and server."""
+    backend, server, host = key
+    return host, backend, server
+
+
 def query_server(plugins: Plugins, backend_name: str, server: str, ctx: CallContext,
                  host: str | None = None) -> ServerOutcome:
     """One server's outcome. Never raises: whatever goes wrong is `unknown`, with the reason. On another `host`

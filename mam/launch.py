@@ -22,6 +22,7 @@ from mam.inflight import TOKEN
 from mam.masking import hide_values
 from mam.plugin.records import Agent, BackendSpec, CallContext, Failure, ServerOutcome, ServerState, SpawnRequest
 from mam.progress import waiting
+from mam.quote import shown
 from mam.registry import Row, RowKey
 from mam.registry.file import ENV_NAME
 
@@ -46,31 +47,26 @@ def agent_argv(agent: str | None, command: str | None, args: list[str]) -> tuple
     programs = agent_programs()
     if agent not in programs:
         known = ", ".join(sorted(programs))
-        from mam.registry.yamlio import brief
-
-        raise MamError("usage", f"unknown agent kind {brief(agent)}: known are {known}",
+        raise MamError("usage", f"unknown agent kind {shown(agent)}: known are {known}",
                        hint="run any other agent with --command CMD")
     return (*programs[agent], *args)
-
-
-def _shown(text: str) -> str:
-    return text if text.isprintable() and len(text) <= 80 else repr(text[:80])
 
 
 def missing_program(program: str, env: Mapping[str, str], cwd: Path) -> str | None:
     """Why `program` cannot start in the agent's pane, or None. Looked up as it will be there: a path holding
     '/' from the agent's directory, a bare name on the PATH the agent gets (relative entries from that
     directory too)."""
+    said = shown(program, quote="plain", cut="unmarked")
     if "/" in program:
         path = cwd / program
         if not path.exists():
-            return f"no such program: {_shown(program)}"
+            return f"no such program: {said}"
         if not path.is_file() or not os.access(path, os.X_OK):
-            return f"not an executable program: {_shown(program)}"
+            return f"not an executable program: {said}"
         return None
     entries = env.get("PATH", os.defpath).split(os.pathsep)
     search = os.pathsep.join(entry if os.path.isabs(entry) else str(cwd / entry) for entry in entries)
-    return None if shutil.which(program, path=search) else f"no such program: {_shown(program)}"
+    return None if shutil.which(program, path=search) else f"no such program: {said}"
 
 
 def _settle(key: RowKey, token: str, fields: dict[str, Any]) -> registry.Change:
@@ -140,7 +136,7 @@ def check_env_names(app: App, names: list[str]) -> list[str]:
     seen: list[str] = []
     for name in names:
         if not ENV_NAME.fullmatch(name):
-            raise MamError("usage", f"--env {_shown(name)}: not {ENV_NAME_HINT}",
+            raise MamError("usage", f"--env {shown(name, quote='plain', cut='unmarked')}: not {ENV_NAME_HINT}",
                            hint="--env takes a name only; mam passes your value of it")
         if name in removed:
             raise MamError("usage", f"--env {name}: the server scrub removes it (see `mam env`)",
@@ -156,8 +152,9 @@ def with_env(argv: tuple[str, ...], assignments: list[str]) -> tuple[str, ...]:
     if not assignments:
         return argv
     if "=" in argv[0]:
-        raise MamError("usage", f"cannot pass --env to the program {_shown(argv[0])}: env would read a name "
-                       "holding '=' as a variable", hint="rename the program, or run it by another path")
+        program = shown(argv[0], quote="plain", cut="unmarked")
+        raise MamError("usage", f"cannot pass --env to the program {program}: env would read a name holding '=' "
+                       "as a variable", hint="rename the program, or run it by another path")
     return ("env", "--", *assignments, *argv)
 
 

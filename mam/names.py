@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from functools import cache
 
 from mam.errors import MamError
+from mam.quote import shown
 
 # docs/cli.md, "Names": starts with a letter or digit, so it can never read as an option or a shell word.
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -28,11 +29,6 @@ def is_valid_name(name: object) -> bool:
     return isinstance(name, str) and NAME_PATTERN.fullmatch(name) is not None
 
 
-def shown(value: str, limit: int = 80) -> str:
-    """A value for a message: quoted (so no newline of it ends the line) and at most `limit` characters of it."""
-    return repr(value) if len(value) <= limit else repr(value[:limit]) + "..."
-
-
 def closest(word: str, known: Sequence[str], cutoff: float = 0.6) -> str | None:
     """The one of `known` that `word` is most likely a typo of (`runing`: `running`), or None. Bounded: only
     the first 100 characters of a word are compared, whatever its length."""
@@ -47,7 +43,8 @@ def check_name(name: str, what: str = "name") -> str:
     if not is_valid_name(name):
         raise MamError(
             "invalid_name",
-            f"invalid {what} {shown(name)}: use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit",
+            f"invalid {what} {shown(name, quote='repr', cut='value')}: use 1-64 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit",
         )
     return name
 
@@ -84,4 +81,4 @@ def check_host(host: str) -> str:
             problem = f"port {port} is not between 1 and 65535"
         else:
             return host
-    raise MamError("usage", f"invalid host {shown(host)}: {problem}")
+    raise MamError("usage", f"invalid host {shown(host, quote='repr', cut='value')}: {problem}")

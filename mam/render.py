@@ -311,6 +311,15 @@ DRIFT_MEANING = {
 
 
 def reconcile_text(doc: dict[str, Any]) -> str:
+    """The reconcile report, then what --restore did (when it was asked), one line per agent."""
+    text = _drift_report(doc)
+    if doc.get("restore") is None:
+        return text
+    lines = [visible(f"restore {_restore_outcome(a)}" + _untrusted_inline(a)) for a in doc["restore"]["agents"]]
+    return "\n".join([text, *(lines or ["restore: nothing to restore"])])
+
+
+def _drift_report(doc: dict[str, Any]) -> str:
     parts = [f"workspace {visible(doc['workspace'])}"]  # a directory's name may hold escape sequences
     if doc["servers"]:
         parts.append(servers_table(doc["servers"]))
@@ -345,6 +354,41 @@ def reconcile_text(doc: dict[str, Any]) -> str:
     elif not written and doc["drifts"]:
         parts.append("nothing written: no drift that --apply can fix")
     return "\n".join(parts)
+
+
+def restore_text(doc: dict[str, Any], dry_run: bool) -> str:
+    """`mam restore`: each agent, where it is, what became of it, and in a plan the command it would get."""
+    return "\n".join(_restore_lines(a, dry_run) for a in doc["agents"]) or "nothing to restore"
+
+
+def _restore_outcome(agent: dict[str, Any], on: str = "") -> str:
+    return (f"{agent['name']} ({agent['backend']} server {agent['server']}{on}): "
+            f"{agent['outcome'].replace('_', ' ')}: {agent['message']}")
+
+
+def _restore_lines(agent: dict[str, Any], dry_run: bool) -> str:
+    """One agent of a restore: where, what became of it, and in a plan the command it would get (its argv,
+    quoted as a shell would need it)."""
+    import shlex
+
+    line = visible(_restore_outcome(agent, f" on {agent['host']}" if agent.get("host") else ""))
+    untrusted = agent["outcome"] == "untrusted"
+    shown = dry_run or untrusted  # what the user is asked to trust is always shown
+    line += f"\n  argv: {visible(shlex.join(agent['argv']))}" if shown and agent.get("argv") else ""
+    # where it would run is part of what is trusted (an edited `cwd` alone makes a spec untrusted)
+    line += f"\n  cwd: {visible(str(agent['cwd']))}" if untrusted and agent.get("cwd") else ""
+    return line + (f"\n  env: {visible(', '.join(agent['env_names']))}" if shown and agent["env_names"] else "")
+
+
+def _untrusted_inline(agent: dict[str, Any]) -> str:
+    """What a spec left unrun for want of consent would run, on its one line: its argv and the variables it
+    would get."""
+    if agent["outcome"] != "untrusted" or not agent["argv"]:
+        return ""
+    import shlex
+
+    env = f"; env: {', '.join(agent['env_names'])}" if agent["env_names"] else ""
+    return f" (argv: {shlex.join(agent['argv'])}{env})"
 
 
 def ls_text(doc: dict[str, Any]) -> str:

@@ -334,7 +334,7 @@ def _bootstrap(app: App, key: ServerKey, steps: list[Step], progress: bool) -> N
     backend, server, host = key
     where = f"{backend} server {server}" + (f" on {host}" if host else "")
     try:
-        if app.env.get("MAM_NO_AUTOSTART") == "1":
+        if not app.autostart:
             raise MamError("operation_failed", f"{where} is down and MAM_NO_AUTOSTART=1")
         with waiting(f"starting {where}", progress):
             start_server(app, server, host or None, backend)

@@ -9,7 +9,7 @@ from typing import Any
 from mam.app import App
 from mam.availability import resolve_explicit_backend
 from mam.errors import MamError
-from mam.fanout import ServerKey, call_context, outcomes_for
+from mam.fanout import ServerKey, call_context, listed_order, outcomes_for
 from mam.hosts import checked_host, host_key
 from mam.names import check_name
 from mam.plugin.records import AGENT_STATES, AgentState, ServerOutcome, ServerState
@@ -88,7 +88,7 @@ def status_document(app: App, servers: Sequence[str] = (), *, with_state: bool =
         "workspace": str(app.workspace.root),
         "registry": str(reg.path),
         "backend": explicit,
-        "servers": [outcomes[k].as_json() for k in sorted(outcomes, key=lambda k: (k[2], k[0], k[1]))],
+        "servers": [outcomes[k].as_json() for k in sorted(outcomes, key=listed_order)],
         "sessions": sessions,
         "state_filter": sorted(only_states, key=AGENT_STATES.index) if only_states else None,
     }

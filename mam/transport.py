@@ -19,6 +19,7 @@ from pathlib import Path
 from mam.errors import MamError
 from mam.names import check_host, is_local, match_host
 from mam.plugin.records import CommandResult, ErrorKind, ServerError
+from mam.quote import shown
 
 CONTROL_PERSIST = 60  # seconds a shared connection stays open after its last call
 
@@ -200,7 +201,7 @@ class SshTransport:
             if pattern.fullmatch(last):
                 if "REMOTE HOST IDENTIFICATION HAS CHANGED" in stderr:
                     what = "its host key changed (refused)"
-                return kind, f"ssh to {self.host}: {what} ({_printable(last)})"
+                return kind, f"ssh to {self.host}: {what} ({shown(last, 200, quote='masked')})"
         return None
 
     def clean(self, result: CommandResult) -> CommandResult:
@@ -232,11 +233,6 @@ _NOISE = re.compile(r"(?:ControlSocket .* already exists, disabling multiplexing
 def strip_noise(stderr: str) -> str:
     """`stderr` without ssh's notices about connection sharing (each a line of its own)."""
     return "".join(line for line in stderr.splitlines(keepends=True) if not _NOISE.fullmatch(line))
-
-
-def _printable(text: str, limit: int = 200) -> str:
-    text = "".join(ch if ch.isprintable() else "?" for ch in text)
-    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 _T, _P, _U = ErrorKind.TIMEOUT, ErrorKind.PERMISSION, ErrorKind.UNKNOWN

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from mam.errors import MamError
 from mam.names import is_valid_name
+from mam.quote import shown
 from mam.safefile import read_text
 
 DEFAULT_BACKEND = "herdr"
@@ -78,29 +79,17 @@ class _ConfigError(Exception):
         self.message, self.where, self.at_key = message, where, at_key
 
 
-def _unknown_keys(mapping: dict[object, object], allowed: tuple[str, ...], *where: str) -> None:
-    """Refuse a key mam does not know: a misspelled `scrubs:` must not silently drop a scrub rule."""
-    from mam.registry import yamlio
-
-    for key in mapping:
-        if key not in allowed:
-            inside = f" in `{'.'.join(where)}:`" if where else ""
-            raise _ConfigError(f"unknown key {yamlio.brief(key, 40)}{inside} (expected {' or '.join(allowed)})",
-                               *where, str(key), at_key=True)
-
-
 def _patterns(env: dict[object, object], key: str) -> tuple[str, ...]:
-    from mam.registry import yamlio
 
     value = env.get(key)
     if value is None:
         return ()
     if not isinstance(value, list):
         raise _ConfigError(f"env.{key} must be a list of variable names or PREFIX_* patterns, "
-                           f"got {type(value).__name__} {yamlio.brief(value, 40)}", "env", key)
+                           f"got {type(value).__name__} {shown(value, 40)}", "env", key)
     for index, pattern in enumerate(value):
         if not isinstance(pattern, str) or not _PATTERN.fullmatch(pattern):
-            raise _ConfigError(f"env.{key}: {yamlio.brief(pattern, 40)} is not a variable name or a PREFIX_* "
+            raise _ConfigError(f"env.{key}: {shown(pattern, 40)} is not a variable name or a PREFIX_* "
                                "pattern", "env", key, index)
     return tuple(value)
 
@@ -112,17 +101,17 @@ def _config(data: object, path: Path) -> Config:
         return Config(path)
     if not isinstance(data, dict):
         raise _ConfigError(f"the top level must be a mapping, got {type(data).__name__}")
-    _unknown_keys(data, CONFIG_KEYS)
+    yamlio.refuse_unknown_keys(data, CONFIG_KEYS, error=_ConfigError, conjunction=" or ", say_where=True)
     backend = data.get("backend")
     if backend is not None and not is_valid_name(backend):
-        raise _ConfigError(f"backend must be a backend name, got {yamlio.brief(backend, 40)}", "backend")
+        raise _ConfigError(f"backend must be a backend name, got {shown(backend, 40)}", "backend")
     env = data.get("env")
     if env is None:  # `env:` with nothing under it
         return Config(path, backend)
     if not isinstance(env, dict):
         raise _ConfigError(f"env must be a mapping with scrub: and keep: lists, got {type(env).__name__} "
-                           f"{yamlio.brief(env, 40)}", "env")
-    _unknown_keys(env, ENV_KEYS, "env")
+                           f"{shown(env, 40)}", "env")
+    yamlio.refuse_unknown_keys(env, ENV_KEYS, "env", error=_ConfigError, conjunction=" or ", say_where=True)
     return Config(path, backend, _patterns(env, "scrub"), _patterns(env, "keep"))
 
 

@@ -8,8 +8,7 @@ import typer
 
 from mam.cli import complete
 from mam.cli.context import begin, emit
-from mam.cli.options import Host, HostFilter
-from mam.cli.queries import Json
+from mam.cli.options import Host, HostFilter, Json
 from mam.errors import MamError
 
 DryRun = Annotated[bool, typer.Option("--dry-run", help="say what would be removed, write nothing")]
@@ -125,24 +124,6 @@ def _stop_all(call: Any, name: str | None, server: str | None, force: bool, yes:
     return 1 if doc["counts"]["failed"] else 0
 
 
-def _restore_line(agent: dict[str, Any], dry_run: bool) -> str:
-    """One agent of a restore: where, what became of it, and in a plan the command it would get (its argv,
-    quoted as a shell would need it)."""
-    import shlex
-
-    from mam.render import visible
-
-    on = f" on {agent['host']}" if agent.get("host") else ""
-    line = visible(f"{agent['name']} ({agent['backend']} server {agent['server']}{on}): "
-                   f"{agent['outcome'].replace('_', ' ')}: {agent['message']}")
-    untrusted = agent["outcome"] == "untrusted"
-    shown = dry_run or untrusted  # what the user is asked to trust is always shown
-    line += f"\n  argv: {visible(shlex.join(agent['argv']))}" if shown and agent.get("argv") else ""
-    # where it would run is part of what is trusted (an edited `cwd` alone makes a spec untrusted)
-    line += f"\n  cwd: {visible(str(agent['cwd']))}" if untrusted and agent.get("cwd") else ""
-    return line + (f"\n  env: {visible(', '.join(agent['env_names']))}" if shown and agent["env_names"] else "")
-
-
 _DOUBTS = {"unsigned": "it carries no signature of your mam", "no_key": "you have no key to check its signature",
            "mismatch": "it is not as your mam signed it (edited, or signed with another user's key)"}
 
@@ -245,6 +226,7 @@ def restore(ctx: typer.Context,
                                      "and sign them as yours")] = False,
             as_json: Json = False) -> int:
     call = begin(ctx, as_json)
+    from mam import render
     from mam.cli.context import say_unanswered
     from mam.commands.restore import restore_document
 
@@ -255,7 +237,7 @@ def restore(ctx: typer.Context,
     doc = restore_document(app, names or [], all_rows=all_rows, dry_run=dry_run, progress=not call.json,
                            server=server, host=host, trust_spec=trust_spec, ask=ask)
     code = say_unanswered(app, doc)
-    emit(doc, call.json, "\n".join(_restore_line(a, dry_run) for a in doc["agents"]) or "nothing to restore")
+    emit(doc, call.json, None if call.json else render.restore_text(doc, dry_run))
     # A named agent left as it was (its server could not be asked, another restore took it), or a spec left
     # unrun for want of consent, is not restored: a script's `mam restore ... && ...` must not go on as if it were.
     skipped = bool(names) and not dry_run and doc["counts"]["skipped"] > 0

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from mam.cli.context import begin, emit
-from mam.cli.queries import Json
+from mam.cli.options import Json
 
 Agents = Annotated[list[str] | None, typer.Option(
     "--agent", metavar="KIND", help="only this kind: claude, codex or gemini (repeatable; default: all three)")]

@@ -7,9 +7,8 @@ import typer
 
 from mam.cli import complete
 from mam.cli.context import begin, emit, end_children
-from mam.cli.options import HostFilter
+from mam.cli.options import HostFilter, Json
 
-Json = Annotated[bool, typer.Option("--json", help="print one JSON document on stdout")]
 Server = Annotated[str | None, typer.Option(
     "--server", metavar="NAME", autocompletion=complete.servers,
     help="the agent's server, when its name is registered on more than one")]

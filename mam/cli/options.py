@@ -12,3 +12,5 @@ Host = Annotated[str | None, typer.Option(
          "(default $MAM_HOST, else this machine)")]
 HostFilter = Annotated[str | None, typer.Option(
     "--host", metavar="HOST", help="only the rows of this host ('local': this machine's)")]
+# Every command that can answer a program.
+Json = Annotated[bool, typer.Option("--json", help="print one JSON document on stdout")]

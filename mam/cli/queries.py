@@ -11,13 +11,11 @@ import typer
 from mam import __version__
 from mam.cli import complete
 from mam.cli.context import begin, emit, end_children, say_unanswered, waiting
-from mam.cli.options import Host, HostFilter
+from mam.cli.options import Host, HostFilter, Json
 from mam.errors import MamError
 
 MIN_WATCH = 0.1  # seconds between two reconcile passes: less is a busy loop
 DEFAULT_WATCH = 2.0  # seconds between two passes of `status --watch` and `watch` (also in usage.OPTIONAL_VALUES)
-
-Json = Annotated[bool, typer.Option("--json", help="print one JSON document on stdout")]
 
 
 def status(ctx: typer.Context,
@@ -182,14 +180,14 @@ def reconcile(ctx: typer.Context,
         with waiting("asking the servers for their agents", call.json):
             doc = reconcile_document(app, apply=apply, adopt=adopt, restore=restore)
         code = say_unanswered(app, doc)
-        emit(doc, call.json, None if call.json else _with_restore(render.reconcile_text(doc), doc))
+        emit(doc, call.json, None if call.json else render.reconcile_text(doc))
         counts = doc["restore"]["counts"] if doc["restore"] else {}
         return 1 if counts.get("failed") or counts.get("untrusted") else code
     try:
         while True:
             doc = reconcile_document(app, apply=apply, adopt=adopt, restore=restore)
             stamp = time.strftime("%Y-%m-%d %H:%M:%S")
-            text = f"--- {stamp}\n{_with_restore(render.reconcile_text(doc), doc)}"
+            text = f"--- {stamp}\n{render.reconcile_text(doc)}"
             emit(doc, call.json, None if call.json else text, compact=True)
             time.sleep(watch)
     except KeyboardInterrupt as exc:
@@ -197,28 +195,6 @@ def reconcile(ctx: typer.Context,
         if type(exc) is not KeyboardInterrupt:  # SIGTERM or SIGHUP: not the user's Ctrl-C that ends a watch
             raise
         return 0
-
-
-def _with_restore(text: str, doc: dict[str, Any]) -> str:
-    """The reconcile report, then what --restore did, one line per agent."""
-    from mam.render import visible
-
-    if doc["restore"] is None:
-        return text
-    lines = [visible(f"restore {a['name']} ({a['backend']} server {a['server']}): {a['outcome'].replace('_', ' ')}: "
-                     f"{a['message']}" + _untrusted(a)) for a in doc["restore"]["agents"]]
-    return "\n".join([text, *(lines or ["restore: nothing to restore"])])
-
-
-def _untrusted(agent: dict[str, Any]) -> str:
-    """What a spec left unrun for want of consent would run, on its one line: its argv and the variables it
-    would get."""
-    if agent["outcome"] != "untrusted" or not agent["argv"]:
-        return ""
-    import shlex
-
-    env = f"; env: {', '.join(agent['env_names'])}" if agent["env_names"] else ""
-    return f" (argv: {shlex.join(agent['argv'])}{env})"
 
 
 def ls(ctx: typer.Context,

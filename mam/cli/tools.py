@@ -7,7 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from mam.cli.context import begin, emit
-from mam.cli.queries import Json
+from mam.cli.options import Json
 
 
 def shim_install(ctx: typer.Context,

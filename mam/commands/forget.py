@@ -94,14 +94,14 @@ def parse_days(text: str | None) -> float | None:
     mam's words rather than the option parser's."""
     if text is None:
         return None
-    from mam.registry.yamlio import brief
+    from mam.quote import shown
 
     try:
         days = float(text)
     except ValueError:
         days = -1.0
     if not 0 <= days < 100_000:  # also refuses nan and inf
-        raise MamError("usage", f"--older-than {brief(text)}: expected a number of days, e.g. 7 or 0.5")
+        raise MamError("usage", f"--older-than {shown(text)}: expected a number of days, e.g. 7 or 0.5")
     return days
 
 
@@ -128,11 +128,11 @@ def _refuse_unheard_of(statuses: Sequence[str], held: set[str]) -> None:
     known = sorted((set(PRUNABLE) | held) - ACTIVE_STATUSES)
     for status in statuses:
         if status not in known:
-            from mam.registry.yamlio import brief
+            from mam.quote import shown
 
             close = closest(status, known)
             # The registry's own words, a hand edit's included: a few, each cut short.
             some = ", ".join(k if len(k) <= 30 else k[:27] + "..." for k in known[:10])
-            raise MamError("usage", f"--status {brief(status)}: no row has that status",
-                           hint=f"did you mean {brief(close)}?" if close else
+            raise MamError("usage", f"--status {shown(status)}: no row has that status",
+                           hint=f"did you mean {shown(close)}?" if close else
                            f"statuses here: {some}" + (", ..." if len(known) > 10 else ""))

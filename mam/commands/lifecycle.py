@@ -124,9 +124,9 @@ def check_label(app: App, agent: str) -> None:
     kinds = set(app.kinds.kinds)
     if agent not in kinds and agent not in agent_programs():
         known = ", ".join(sorted((kinds - {"generic"}) | set(agent_programs())))
-        from mam.registry.yamlio import brief
+        from mam.quote import shown
 
-        raise MamError("usage", f"unknown agent kind {brief(agent)}: known are {known}",
+        raise MamError("usage", f"unknown agent kind {shown(agent)}: known are {known}",
                        hint="add a kind of your own in .mam/states.yaml (docs/states.md), or leave --agent out")
 
 
@@ -240,7 +240,7 @@ def _spawn(app: App, name: str, agent: str | None, server: str, cwd: str | None,
     if known is not None and known.active:  # refused before a server is started for nothing
         raise _taken(known)
     if outcome.state is not ServerState.UP:
-        if app.env.get("MAM_NO_AUTOSTART") == "1":
+        if not app.autostart:
             # Sending the spawn anyway could start the server as a side effect (tmux new-session does).
             detail = outcome.error.message if outcome.error else outcome.state.value
             raise MamError("operation_failed", f"{where} is not up ({detail}) and MAM_NO_AUTOSTART=1",

@@ -14,6 +14,7 @@ from mam.errors import MamError
 from mam.fanout import query_server
 from mam.names import check_name
 from mam.plugin.records import CallContext, ServerCommand, ServerOptions, ServerState
+from mam.quote import shown
 from mam.route import remote_route
 from mam.shims import SHIM_GUARD, is_native_binary, is_shim, path_without_shims
 
@@ -83,18 +84,15 @@ def command_refusal(command: ServerCommand, rest: Sequence[str], server: str, ba
     """Why exec refuses `command` with the words `rest` on `server`, or None when it names only that server."""
     spelled = " ".join(command.words)
     if command.every:
-        return f"exec refuses {_shown(spelled)}: it reaches every {backend} server, and exec reaches only the one " \
-               f"mam names (--server {server})"
+        return f"exec refuses {shown(spelled, 60, quote='repr', cut='inside')}: it reaches every {backend} " \
+               f"server, and exec reaches only the one mam names (--server {server})"
     if [word for word in rest if word not in command.flags] == [server]:
         return None
     flags = f" (flags: {', '.join(command.flags)})" if command.flags else ""
-    return f"exec refuses {_shown(' '.join([spelled, *rest]))}: {spelled} names a {backend} server itself, and " \
-           f"exec reaches only the one mam names: allowed as {_shown(f'{spelled} {server}')}{flags}"
-
-
-def _shown(word: str, limit: int = 60) -> str:
-    """A word for a one-line message: quoted, so no newline of it can end the line, and capped."""
-    return repr(word if len(word) <= limit else word[:limit] + "...")
+    given = shown(" ".join([spelled, *rest]), 60, quote="repr", cut="inside")
+    allowed = shown(f"{spelled} {server}", 60, quote="repr", cut="inside")
+    return f"exec refuses {given}: {spelled} names a {backend} server itself, and exec reaches only the one mam " \
+           f"names: allowed as {allowed}{flags}"
 
 
 def exec_command(app: App, server: str | None, args: list[str],
@@ -124,9 +122,9 @@ def _exec_command(app: App, server: str | None, args: list[str], there: str) -> 
     options = app.plugins.spec(app.backend_name).server_options
     word = refused_option(args, options)
     if word is not None:  # before anything runs: it would reach another server than the one mam names
-        raise MamError("usage", f"exec refuses {_shown(word)}: {app.backend_name} declares it as reaching past the "
-                                f"server mam names (another server or socket, or a command run outside it); exec "
-                                f"reaches only --server {name}")
+        raise MamError("usage", f"exec refuses {shown(word, 60, quote='repr', cut='inside')}: {app.backend_name} "
+                                f"declares it as reaching past the server mam names (another server or socket, or a "
+                                f"command run outside it); exec reaches only --server {name}")
     found = named_command(args, options)
     if found is not None and (why := command_refusal(*found, name, app.backend_name)) is not None:
         raise MamError("usage", why)
@@ -144,14 +142,15 @@ def _exec_command(app: App, server: str | None, args: list[str], there: str) -> 
     if not there and is_shim(program):
         # Every backend call (the query, a bootstrap, the exec) would run it, and it would call mam again.
         real = str(Path(program).resolve())
-        where = _shown(program, 200) + (f" -> {_shown(real, 200)}" if real != program else "")
+        where = shown(program, 200, quote="repr", cut="inside") + (
+            f" -> {shown(real, 200, quote='repr', cut='inside')}" if real != program else "")
         raise MamError("operation_failed", f"{argv[0]} on PATH is a mam shim outside its folder ({where}), not the "
                                            f"real {argv[0]}: remove it, or put the real {argv[0]} before it on PATH")
     if not there and SHIM_GUARD in app.env and not is_native_binary(program):
         # The scrubbed env has no guard (a server the program starts would keep it for life), but a script
         # may be a wrapper that runs a shim again, and only the guard stops that loop.
         env[SHIM_GUARD] = app.env[SHIM_GUARD]
-    autostart = app.env.get("MAM_NO_AUTOSTART") != "1"
+    autostart = app.autostart
     # A command that reads a name as a prefix would take a server that is not running for another one's.
     prefixed = found[0] if found is not None and found[0].prefix else None
     if autostart or prefixed is not None:
@@ -163,8 +162,8 @@ def _exec_command(app: App, server: str | None, args: list[str], there: str) -> 
             state = ServerState.UP
         if prefixed is not None and state is not ServerState.UP:
             raise MamError("operation_failed",
-                           f"exec refuses {_shown(' '.join(prefixed.words))} while {app.backend_name} server {name} "
-                           f"is {state.value}: {app.backend_name} would take {name!r} as the start of another "
-                           f"server's name; start it first (mam --backend {app.backend_name} bootstrap --server "
-                           f"{name})")
+                           f"exec refuses {shown(' '.join(prefixed.words), 60, quote='repr', cut='inside')} while "
+                           f"{app.backend_name} server {name} is {state.value}: {app.backend_name} would take "
+                           f"{name!r} as the start of another server's name; start it first (mam --backend "
+                           f"{app.backend_name} bootstrap --server {name})")
     return program, [argv[0], *argv[1:]], env

@@ -12,7 +12,7 @@ from typing import Any
 from mam import inflight, registry
 from mam.app import App
 from mam.availability import resolve_explicit_backend
-from mam.fanout import ServerKey, outcomes_for
+from mam.fanout import ServerKey, listed_order, outcomes_for
 from mam.names import is_valid_name
 from mam.plugin.records import Agent, ServerOutcome, ServerState
 from mam.registry import Row, RowKey
@@ -203,7 +203,7 @@ def reconcile_document(app: App, apply: bool = False, adopt: bool = False, resto
         "registry": str(reg.path),
         "backend": explicit,
         "confirmed": not unknown,
-        "servers": [outcomes[k].as_json() for k in sorted(outcomes, key=lambda k: (k[2], k[0], k[1]))],
+        "servers": [outcomes[k].as_json() for k in sorted(outcomes, key=listed_order)],
         "sessions_alive": alive,
         "unconfirmed": sorted(f"{r.name}|{r.server}" + (f"@{r.host}" if r.host else "") for r in rows
                               if r.server_key in unknown),

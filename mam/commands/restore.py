@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from mam.app import App
+from mam.fanout import listed_order
 from mam.restoreplan import SpecTrust, consent, plan_summary, restore_plan, run_plan
 
 
@@ -23,5 +24,5 @@ def restore_document(app: App, names: list[str], all_rows: bool = False, dry_run
         run_plan(app, steps, progress, trust)
     return {"schema": 1, "workspace": str(app.workspace.root), "registry": str(app.workspace.registry_path),
             "backend": app.explicit_backend, "dry_run": dry_run,
-            "servers": [outcomes[k].as_json() for k in sorted(outcomes)],
+            "servers": [outcomes[k].as_json() for k in sorted(outcomes, key=listed_order)],
             "agents": [s.as_json() for s in steps], "counts": plan_summary(steps)}

@@ -16,6 +16,7 @@ from typing import Any
 
 from mam.errors import MamError
 from mam.names import SESSION_ID_PATTERN
+from mam.quote import shown
 
 RULE_STATES = ("blocked", "working", "idle")  # in rank order: the first state whose rule matches wins
 MAX_LINES = 200
@@ -127,9 +128,8 @@ class Library:
         if not SESSION_ID_PATTERN.fullmatch(session) or ".." in session:
             # An id like "--dangerously-skip-permissions" would be read by the agent as an option, one like
             # "../x" as a path to some other transcript.
-            from mam.registry import yamlio
 
-            raise MamError("invalid_name", f"agent session id {yamlio.brief(session, 80)} cannot be resumed: "
+            raise MamError("invalid_name", f"agent session id {shown(session)} cannot be resumed: "
                            "it must be one word of letters, digits and . _ : - (not starting with '-', no '/' or '..')")
         kept = [word for word, is_option in _session_words(entry.session_options, args) if not is_option]
         head, tail = _split_dashdash(kept)
@@ -363,9 +363,11 @@ def _merge(base: Mapping[str, Kind], given: dict[str, dict[str, Any]]) -> dict[s
 
 
 def _document(data: object, base: Mapping[str, Kind]) -> dict[str, dict[str, Any]]:
+    from mam.registry import yamlio  # the file was parsed with it: already loaded
+
     if not isinstance(data, dict):
         raise _Invalid(f"the top level must be a mapping with schema: 1 and kinds:, got {type(data).__name__}")
-    _unknown_keys(data, TOP_KEYS)
+    yamlio.refuse_unknown_keys(data, TOP_KEYS, error=_Invalid)
     if data.get("schema") != 1 or isinstance(data.get("schema"), bool):
         raise _Invalid("schema must be 1", "schema")
     kinds = data.get("kinds")
@@ -375,7 +377,7 @@ def _document(data: object, base: Mapping[str, Kind]) -> dict[str, dict[str, Any
     out: dict[str, dict[str, Any]] = {}
     for name, fields in kinds.items():
         if not isinstance(name, str) or not _KIND_NAME.fullmatch(name):
-            raise _Invalid(f"kind name {_brief(name)} must be lowercase letters, digits, - or _", "kinds",
+            raise _Invalid(f"kind name {shown(name, 40)} must be lowercase letters, digits, - or _", "kinds",
                            str(name), at_key=True)
         out[name] = _kind(name, fields, seen)
     return out
@@ -385,7 +387,9 @@ def _kind(name: str, fields: object, seen: dict[str, str]) -> dict[str, Any]:
     where = ("kinds", name)
     if not isinstance(fields, dict):
         raise _Invalid(f"kinds.{name} must be a mapping", *where)
-    _unknown_keys(fields, KIND_KEYS, *where)
+    from mam.registry import yamlio
+
+    yamlio.refuse_unknown_keys(fields, KIND_KEYS, *where, error=_Invalid)
     out: dict[str, Any] = {}
     if "programs" in fields:
         out["programs"] = _words(fields["programs"], f"kinds.{name}.programs", "program basenames",
@@ -416,7 +420,7 @@ def _words(value: object, label: str, what: str, ok: Any, *where: str | int) -> 
         raise _Invalid(f"{label} must be a list of {what}", *where)
     for index, word in enumerate(value):
         if not isinstance(word, str) or not word or not ok(word):
-            raise _Invalid(f"{label}: {_brief(word)} is not one of the {what}", *where, index)
+            raise _Invalid(f"{label}: {shown(word, 40)} is not one of the {what}", *where, index)
     return tuple(value)
 
 
@@ -424,7 +428,7 @@ def _resume(value: object, kind: str, where: tuple[str | int, ...]) -> tuple[str
     words = _words(value, f"kinds.{kind}.resume", "words (with {session} and {args})", lambda w: True, *where)
     for index, word in enumerate(words):
         if "{" in word and word not in ("{args}", "{session}"):
-            raise _Invalid(f"kinds.{kind}.resume: {_brief(word)}: only {{args}} and {{session}} are placeholders, "
+            raise _Invalid(f"kinds.{kind}.resume: {shown(word, 40)}: only {{args}} and {{session}} are placeholders, "
                            "as whole words", *where, index)
     if words.count("{session}") != 1 or words.count("{args}") > 1:
         raise _Invalid(f"kinds.{kind}.resume must hold {{session}} once and {{args}} at most once", *where)
@@ -434,7 +438,9 @@ def _resume(value: object, kind: str, where: tuple[str | int, ...]) -> tuple[str
 def _rule(kind: str, rule: object, where: tuple[str | int, ...], seen: dict[str, str]) -> Rule:
     if not isinstance(rule, dict):
         raise _Invalid(f"a rule of kinds.{kind} must be a mapping with id, state, pattern and lines", *where)
-    _unknown_keys(rule, RULE_KEYS + OPTIONAL_RULE_KEYS, *where)
+    from mam.registry import yamlio
+
+    yamlio.refuse_unknown_keys(rule, RULE_KEYS + OPTIONAL_RULE_KEYS, *where, error=_Invalid)
     missing = [key for key in RULE_KEYS if key not in rule]
     if missing:
         raise _Invalid(f"rule is missing {', '.join(missing)}", *where)
@@ -442,19 +448,19 @@ def _rule(kind: str, rule: object, where: tuple[str | int, ...], seen: dict[str,
     at = rule.get("at", "bottom")
     prefix, dot, rest = rule_id.partition(".") if isinstance(rule_id, str) else ("", "", "")
     if prefix != kind or not dot or not _RULE_ID.fullmatch(rest):
-        raise _Invalid(f"rule id {_brief(rule_id)} must be {kind}.NAME (lowercase letters, digits, - or _)",
+        raise _Invalid(f"rule id {shown(rule_id, 40)} must be {kind}.NAME (lowercase letters, digits, - or _)",
                        *where, "id")
     if rule_id in seen:
         raise _Invalid(f"duplicate rule id {rule_id}", *where, "id")
     seen[rule_id] = kind
     if state not in RULE_STATES:
-        raise _Invalid(f"rule {rule_id}: state must be {', '.join(RULE_STATES)}, got {_brief(state)}",
+        raise _Invalid(f"rule {rule_id}: state must be {', '.join(RULE_STATES)}, got {shown(state, 40)}",
                        *where, "state")
     if isinstance(lines, bool) or not isinstance(lines, int) or not 1 <= lines <= MAX_LINES:
-        raise _Invalid(f"rule {rule_id}: lines must be a whole number from 1 to {MAX_LINES}, got {_brief(lines)}",
+        raise _Invalid(f"rule {rule_id}: lines must be a whole number from 1 to {MAX_LINES}, got {shown(lines, 40)}",
                        *where, "lines")
     if at not in RULE_PLACES:
-        raise _Invalid(f"rule {rule_id}: at must be {' or '.join(RULE_PLACES)}, got {_brief(at)}", *where, "at")
+        raise _Invalid(f"rule {rule_id}: at must be {' or '.join(RULE_PLACES)}, got {shown(at, 40)}", *where, "at")
     if not isinstance(pattern, str) or not pattern or len(pattern) > MAX_PATTERN:
         raise _Invalid(f"rule {rule_id}: pattern must be a regular expression of 1 to {MAX_PATTERN} characters",
                        *where, "pattern")
@@ -562,14 +568,3 @@ def _first_chars(items: list[tuple[Any, Any]]) -> set[str] | None:
     return None
 
 
-def _unknown_keys(mapping: dict[Any, Any], allowed: tuple[str, ...], *where: str | int) -> None:
-    for key in mapping:
-        if key not in allowed:
-            raise _Invalid(f"unknown key {_brief(key)} (expected {', '.join(allowed)})", *where, str(key),
-                           at_key=True)
-
-
-def _brief(value: object) -> str:
-    from mam.registry import yamlio
-
-    return yamlio.brief(value, 40)

@@ -7,6 +7,7 @@ from typing import Any, cast
 
 from mam.envscrub import DEFAULT_RULES
 from mam.errors import MamError
+from mam.plugin.helpers import first_line
 from mam.plugin.records import (
     AGENT_STATES,
     Agent,
@@ -30,17 +31,13 @@ from mam.plugin.spec import hookimpl
 CORE_PLUGIN = "mam.plugin.builtin"  # the name the core's own implementations are registered under
 
 
-def _first_line(text: str) -> str:
-    return next((line.strip() for line in text.splitlines() if line.strip()), "")
-
-
 def fallback_classification(failure: Failure) -> ServerError:
     """What a failure means when no backend recognised it: never `server_down`."""
     result = failure.result
     program = result.argv[0] if result.argv else failure.backend
     if failure.parse_error is not None and result.returncode == 0:  # a failed exit is an error, not bad output
         return ServerError(ErrorKind.BAD_OUTPUT, f"{program} printed output mam cannot read: {failure.parse_error}")
-    detail = _first_line(result.stderr)
+    detail = first_line(result.stderr)
     if result.returncode is None:
         return ServerError(ErrorKind.UNKNOWN, f"{program} gave no answer" + (f": {detail}" if detail else ""))
     if detail:

@@ -10,9 +10,10 @@ from mam.plugin.records import CommandResult, Failure
 T = TypeVar("T")
 
 
-def first_line(text: str) -> str:
-    """The first line of `text` that is not blank, stripped: what a multiplexer's error message says."""
-    return next((line.strip() for line in text.splitlines() if line.strip()), "")
+def first_line(text: str, *, strip: bool = True) -> str:
+    """The first line of `text` that is not blank, stripped (as it stands with `strip=False`): what a
+    multiplexer's error message says."""
+    return next((line.strip() if strip else line for line in text.splitlines() if line.strip()), "")
 
 
 def poll_until(check: Callable[[], T | None], *, wait: float, interval: float = 0.05) -> T | None:

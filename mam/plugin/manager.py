@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 from mam.errors import MamError
-from mam.names import is_valid_name, shown
+from mam.names import is_valid_name
 from mam.plugin import spec as hookspecs
 from mam.plugin.builtin import CORE_PLUGIN, CoreDefaults, optional_operation, process_classification
+from mam.plugin.helpers import first_line
 from mam.plugin.listing import ACTIVE_HOOKS
 from mam.plugin.records import (
     OPERATIONS,
@@ -40,6 +41,7 @@ from mam.plugin.records import (
     SpawnResult,
     StopResult,
 )
+from mam.quote import shown
 
 if TYPE_CHECKING:
     from mam.plugin.entrypoints import EntryPoint
@@ -65,8 +67,8 @@ class HookPlugin:
 
 
 def _first_line(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}"
-    return text.splitlines()[0] if text else type(exc).__name__
+    """`Type: message`, its first line as it stands (the type's name keeps it from being blank)."""
+    return first_line(f"{type(exc).__name__}: {exc}", strip=False)
 
 
 _HOOK_OF = {"spawn": "mam_spawn_agent", "stop": "mam_stop_agent", "send_text": "mam_send_text",
@@ -165,14 +167,16 @@ class Plugins:
         self._providers[name] = provider
         for spec in declared:
             if not is_valid_name(spec.name):  # --backend could never select it
-                self.problems.append(LoadProblem(name, provider, f"backend name {shown(spec.name)} is not a name "
+                said = shown(spec.name, quote="repr", cut="value")
+                self.problems.append(LoadProblem(name, provider, f"backend name {said} is not a name "
                                                  "--backend can select (1-64 letters, digits, '.', '_' or '-', "
                                                  "starting with a letter or digit)"))
                 continue
             unknown = sorted(set(spec.operations or ()) - OPERATIONS.keys())
             if unknown:  # a misspelled operation would never be tested, nor said to be left out
                 self.problems.append(LoadProblem(name, provider, f"backend {spec.name!r} declares unknown operations "
-                                                 f"{', '.join(map(shown, unknown))} (known: {', '.join(OPERATIONS)})"))
+                                                 f"{', '.join(shown(op, quote='repr', cut='value') for op in unknown)} "
+                                                 f"(known: {', '.join(OPERATIONS)})"))
                 continue
             if spec.name in self._specs:
                 other = self._specs[spec.name].provider

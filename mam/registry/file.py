@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mam import quote
 from mam.errors import MamError
 from mam.names import NAME_PATTERN
 from mam.registry import text as registry_text
@@ -99,17 +100,10 @@ def _line_of(text: str, err: _Invalid) -> int | None:
     return yamlio.line_of(text, path, at_key=err.field is not None)
 
 
-def _brief(value: Any) -> str:
-    """A value for a message, bounded whatever it holds (a hand edit can put megabytes in one field)."""
-    from mam.registry import yamlio
-
-    return yamlio.brief(value)
-
-
 def _optional_str(row: dict[str, Any], key: str, list_key: str, index: int) -> str | None:
     value = row.get(key)
     if value is not None and not isinstance(value, str):
-        raise _Invalid(f"{key} must be a string, got {type(value).__name__} {_brief(value)} (quote it)",
+        raise _Invalid(f"{key} must be a string, got {type(value).__name__} {quote.shown(value)} (quote it)",
                        list_key, index, key)
     return value
 
@@ -125,22 +119,22 @@ def _spec(raw: dict[str, Any], list_key: str, index: int) -> dict[str, Any] | No
     if spec is None:
         return None
     if not isinstance(spec, dict):
-        raise _Invalid(f"spec must be a mapping like {{kind: claude, args: [], cwd: /repo}}, got {_brief(spec)}",
+        raise _Invalid(f"spec must be a mapping like {{kind: claude, args: [], cwd: /repo}}, got {quote.shown(spec)}",
                        list_key, index, "spec")
     for key in SPEC_STRINGS:
         value = spec.get(key)
         if value is not None and not isinstance(value, str):
-            raise _Invalid(f"spec.{key} must be a string, got {type(value).__name__} {_brief(value)} (quote it)",
+            raise _Invalid(f"spec.{key} must be a string, got {type(value).__name__} {quote.shown(value)} (quote it)",
                            list_key, index, "spec")
     for key in SPEC_LISTS:
         value = spec.get(key)
         if value is not None and (not isinstance(value, list) or not all(isinstance(v, str) for v in value)):
-            raise _Invalid(f"spec.{key} must be a list of strings, got {_brief(value)}", list_key, index, "spec")
+            raise _Invalid(f"spec.{key} must be a list of strings, got {quote.shown(value)}", list_key, index, "spec")
     if spec.get("kind") is not None and spec.get("command") is not None:
         raise _Invalid("spec holds both kind and command: keep one", list_key, index, "spec")
     for name in spec.get("env_names") or ():
         if not ENV_NAME.fullmatch(name):
-            raise _Invalid(f"spec.env_names: {_brief(name)} is not a variable name", list_key, index, "spec")
+            raise _Invalid(f"spec.env_names: {quote.shown(name)} is not a variable name", list_key, index, "spec")
     return spec
 
 
@@ -154,7 +148,8 @@ def _refuse_near_misses(document: dict[str, Any]) -> None:
         if isinstance(key, str) and key not in known:
             close = difflib.get_close_matches(key, known, n=1, cutoff=0.75)
             if close:
-                raise _Invalid(f"unknown top-level key {_brief(key)}: did you mean `{close[0]}:`?", None, None, key)
+                raise _Invalid(f"unknown top-level key {quote.shown(key)}: did you mean `{close[0]}:`?", None, None,
+                               key)
 
 
 def _refuse_near_miss_status(status: str | None, list_key: str, index: int) -> None:
@@ -167,8 +162,8 @@ def _refuse_near_miss_status(status: str | None, list_key: str, index: int) -> N
 
     close = closest(status.lower(), WRITTEN_STATUSES, cutoff=0.8)  # `Running` is no active status either
     if close is not None:
-        raise _Invalid(f"status {_brief(status)} is not one of mam's ({', '.join(WRITTEN_STATUSES)}): did you mean "
-                       f"`{close}`?", list_key, index, "status")
+        raise _Invalid(f"status {quote.shown(status)} is not one of mam's ({', '.join(WRITTEN_STATUSES)}): did you "
+                       f"mean `{close}`?", list_key, index, "status")
 
 
 def _host(raw: dict[str, Any], list_key: str, index: int) -> str | None:
@@ -193,7 +188,7 @@ def _validate(document: Any, default_backend: str) -> tuple[dict[str, Any], tupl
         raise _Invalid("the top level must be a mapping with a `sessions:` list")
     version = document.get("version", 1)
     if version != 1:
-        raise _Invalid(f"unsupported registry version {_brief(version)} (this mam reads version 1)")
+        raise _Invalid(f"unsupported registry version {quote.shown(version)} (this mam reads version 1)")
     _refuse_near_misses(document)
     rows: list[Row] = []
     seen: dict[RowKey, str] = {}
@@ -211,18 +206,18 @@ def _validate(document: Any, default_backend: str) -> tuple[dict[str, Any], tupl
             if name is None:
                 raise _Invalid(f"{list_key}[{index}] has no `name`", list_key, index)
             if not isinstance(name, str):
-                raise _Invalid(f"name must be a string, got {type(name).__name__} {_brief(name)} (quote it)",
+                raise _Invalid(f"name must be a string, got {type(name).__name__} {quote.shown(name)} (quote it)",
                                list_key, index, "name")
             if not NAME_PATTERN.fullmatch(name):
-                raise _Invalid(f"invalid name {_brief(name)}", list_key, index, "name")
+                raise _Invalid(f"invalid name {quote.shown(name)}", list_key, index, "name")
             server = raw.get(server_key)
             if server is None:
                 raise _Invalid(f"row {name!r} has no `{server_key}`", list_key, index)
             if not isinstance(server, str):
-                raise _Invalid(f"{server_key} must be a string, got {type(server).__name__} {_brief(server)}",
+                raise _Invalid(f"{server_key} must be a string, got {type(server).__name__} {quote.shown(server)}",
                                list_key, index, server_key)
             if not NAME_PATTERN.fullmatch(server):
-                raise _Invalid(f"invalid {server_key} {_brief(server)}", list_key, index, server_key)
+                raise _Invalid(f"invalid {server_key} {quote.shown(server)}", list_key, index, server_key)
             backend = _optional_str(raw, "backend", list_key, index)
             if list_key == LEGACY_SESSIONS:
                 if backend not in (None, LEGACY_BACKEND):
@@ -232,13 +227,13 @@ def _validate(document: Any, default_backend: str) -> tuple[dict[str, Any], tupl
             elif backend is None:
                 backend = default_backend
             elif not NAME_PATTERN.fullmatch(backend):
-                raise _Invalid(f"invalid backend {_brief(backend)}", list_key, index, "backend")
+                raise _Invalid(f"invalid backend {quote.shown(backend)}", list_key, index, "backend")
             status = _optional_str(raw, "status", list_key, index)
             _refuse_near_miss_status(status, list_key, index)
             agent = _optional_str(raw, "agent", list_key, index)
             pane = raw.get("pane")
             if pane is not None and not isinstance(pane, dict):
-                raise _Invalid(f"pane must be a mapping like {{cwd: /repo, id: \"w1:p2\"}}, got {_brief(pane)}",
+                raise _Invalid(f"pane must be a mapping like {{cwd: /repo, id: \"w1:p2\"}}, got {quote.shown(pane)}",
                                list_key, index, "pane")
             pane = pane or {}
             cwd, pane_id = pane.get("cwd"), pane.get("id")

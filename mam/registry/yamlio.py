@@ -12,14 +12,14 @@ too long for Python to convert.
 
 from __future__ import annotations
 
-import reprlib
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 import yaml
 from yaml.events import AliasEvent, CollectionEndEvent, CollectionStartEvent, NodeEvent
 
 from mam.errors import MamError
+from mam.quote import shown
 
 try:  # the C implementations are several times faster; fall back to pure Python where libyaml is missing
     from yaml import CSafeDumper as _BaseDumper
@@ -41,15 +41,16 @@ class Refused(yaml.MarkedYAMLError):
         super().__init__(problem=problem, problem_mark=mark)
 
 
-_repr = reprlib.Repr()
-_repr.maxstring = _repr.maxother = _repr.maxlong = 60
-_repr.maxlevel, _repr.maxlist, _repr.maxdict = 2, 4, 3
-
-
-def brief(value: Any, limit: int = 80) -> str:
-    """A repr for a message, at most `limit` characters whatever the value holds; its cost is bounded too."""
-    text = _repr.repr(value)
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+def refuse_unknown_keys(mapping: Mapping[Any, Any], allowed: tuple[str, ...], *where: str | int,
+                        error: Callable[..., Exception], conjunction: str = ", ", say_where: bool = False) -> None:
+    """Refuse a key mam does not know (a misspelled key must not silently drop what it holds): raise
+    `error(message, *where, key, at_key=True)`, the message naming the key, `where` too with `say_where`, and
+    the keys `allowed` joined by `conjunction`."""
+    for key in mapping:
+        if key not in allowed:
+            inside = f" in `{'.'.join(map(str, where))}:`" if say_where and where else ""
+            raise error(f"unknown key {shown(key, 40)}{inside} (expected {conjunction.join(allowed)})",
+                        *where, str(key), at_key=True)
 
 
 def cap(message: str, limit: int = 200) -> str:
@@ -70,7 +71,7 @@ class Loader(_BaseLoader):
             except TypeError:
                 continue  # an unhashable key: PyYAML itself refuses it, with its line
             if first is not key_node:
-                raise Refused(f"duplicate key {brief(key)} (first on line {first.start_mark.line + 1}): "
+                raise Refused(f"duplicate key {shown(key)} (first on line {first.start_mark.line + 1}): "
                               "YAML keeps only the last one", key_node.start_mark)
         return super().construct_mapping(node, deep=deep)
 
@@ -98,7 +99,7 @@ def _check_events(text: str) -> None:
             event = loader.get_event()
             if isinstance(event, AliasEvent) or (isinstance(event, NodeEvent) and event.anchor is not None):
                 found = f"{'*' if isinstance(event, AliasEvent) else '&'}{event.anchor}"
-                raise Refused(f"YAML anchors and aliases are not allowed (found {brief(found, 40)}): "
+                raise Refused(f"YAML anchors and aliases are not allowed (found {shown(found, 40)}): "
                               "mam never writes them; write the value out", event.start_mark)
             if isinstance(event, CollectionStartEvent):
                 depth += 1
