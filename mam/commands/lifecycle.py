@@ -37,9 +37,10 @@ AGENT_COMMANDS: dict[str, tuple[str, ...]] = {
 POLL_INTERVAL = 0.05
 # The row a spawn claims carries this token: its later writes go only to a row that still holds it.
 # What the last attempt at a row left: a re-spawn that replaces the row drops them.
-STALE_FIELDS = ("terminated_at", "terminated_reason", "stopped_at", "adopted_at")
+STALE_FIELDS = ("terminated_at", "terminated_reason", "stopped_at", "adopted_at", "spawn_failed", "crash_loop_at")
 # What belongs to the agent a row held before: a new spawn of the name records its own, or none.
-RESPAWN_DROPS = ("agent_session", "restored_at")
+RESPAWN_DROPS = ("agent_session", "restored_at", "restore_count", "restore_times", "exit_status", "exit_signal",
+                 "last_output", "ended_at")
 
 
 def default_server(app: App, server: str | None) -> str:
@@ -371,10 +372,12 @@ def _longest_piece(text: str, start: int, values: list[str]) -> int:
 
 
 def launch(app: App, key: RowKey, token: str, request: SpawnRequest, ctx: CallContext, progress: bool,
-           done: dict[str, Any] | None = None, assignments: list[str] | None = None) -> tuple[Row, ServerOutcome]:
+           done: dict[str, Any] | None = None, assignments: list[str] | None = None,
+           failed: dict[str, Any] | None = None) -> tuple[Row, ServerOutcome]:
     """Ask the backend to start the agent of the row claimed with `token`, wait until its server lists it, and
-    write the outcome to that row only (with `done` on success). Raises with the reason when it did not start;
-    the values of `assignments` (its --env NAME=VALUE) never stand in the reason."""
+    write the outcome to that row only (with `done` on success, `failed` when it surely did not start). Raises
+    with the reason when it did not start; the values of `assignments` (its --env NAME=VALUE) never stand in the
+    reason."""
     backend_name, server, name, host = key
     backend = app.plugins.backend(backend_name)
     settle = settler(app, key, token)
@@ -389,7 +392,8 @@ def launch(app: App, key: RowKey, token: str, request: SpawnRequest, ctx: CallCo
         if result.unsettled or may_have_started(result.failure):  # never record as gone what may be running
             raise MamError("operation_failed", f"{backend_name} gave no clear answer to starting {name}: {detail}",
                            hint=UNSETTLED)
-        settle({"status": "terminated", "terminated_at": registry.timestamp(), "terminated_reason": detail})
+        settle({"status": "terminated", "terminated_at": registry.timestamp(), "terminated_reason": detail,
+                **(failed or {})})
         raise MamError("operation_failed", f"{backend_name} did not start {name}: {detail}")
     with waiting(f"waiting for {where} to list {name}", progress):
         listed, outcome = _wait_listed(app, server, name, ctx, host, backend_name)
@@ -399,7 +403,7 @@ def launch(app: App, key: RowKey, token: str, request: SpawnRequest, ctx: CallCo
             raise MamError("operation_failed", f"{name} was started, but {where} could not be asked whether it "
                            f"runs: {reason}", hint=UNSETTLED)
         settle({"status": "terminated", "terminated_at": registry.timestamp(),
-                "terminated_reason": "started, but its server never listed it"})
+                "terminated_reason": "started, but its server never listed it", **(failed or {})})
         raise MamError("operation_failed", f"{name} was started but {where} does not list it (it may have exited "
                        "at once)")
     pane = {k: v for k, v in (("cwd", listed.cwd or request.cwd), ("id", listed.pane_id or result.pane_id))
@@ -496,7 +500,9 @@ def _spawn(app: App, name: str, agent: str | None, server: str, cwd: str | None,
         if blocked:  # another spawn of this name got the row first: leave it and its agent alone
             raise _taken(blocked[0])
         request = spawn_request(spec, name, kind, str(directory), argv, assignments)
-        row, outcome = launch(app, key, token, request, ctx, progress, assignments=assignments)
+        # A start that surely failed leaves `spawn_failed`: `restore --all` does not retry what never ran.
+        row, outcome = launch(app, key, token, request, ctx, progress, assignments=assignments,
+                              failed={"spawn_failed": True})
     finally:
         inflight.release(token)
     return {"schema": 1, "session": session_entry(row, outcome)}

@@ -175,6 +175,16 @@ class PaneCapture:
 
 
 @dataclass(frozen=True)
+class Remains:
+    """What a multiplexer kept of an agent whose program ended (tmux `remain-on-exit`): how it ended and the last
+    lines its pane showed, read before the pane is closed. None: the backend cannot tell."""
+
+    exit_status: int | None = None  # the program's exit status
+    exit_signal: int | None = None  # the signal that killed it
+    lines: tuple[str, ...] = ()  # the last non-blank lines its pane showed, oldest first (hostile text)
+
+
+@dataclass(frozen=True)
 class AgentState:
     """An agent's state with the reason: `source` is backend (its own field), screen (read by mam's rules from
     a capture) or none (the backend gave nothing to read)."""
@@ -225,6 +235,8 @@ class SpawningBackend(Backend, Protocol):
 #       one call per server for all of its live agents, keyed by agent name;
 #   agent_state(server, agent: Agent, ctx) -> AgentState | None   (native state not in the listing)
 #   send_text(server, agent: Agent, text: str, enter: bool, ctx) -> SendResult
+#   agent_remains(server, names: tuple[str, ...], ctx) -> Mapping[str, Remains] | Failure
+#       (hook API 3) how the ended agents of `names` ended and their last lines, where the panes are kept
 
 
 @dataclass(frozen=True)
