@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from mam.app import App
 
 LINE_CHARS = 200  # a kept line is cut to this: pane text is anyone's
+KEPT_LINES = 20  # the last lines of an ended pane a row keeps
 FIELDS = ("exit_status", "exit_signal", "last_output", "ended_at")
 
 
@@ -57,9 +58,14 @@ def row_fields(app: App, row: Row, remains: Remains, now: str) -> dict[str, Any]
 
     names = (row.spec or {}).get("env_names") or ()
     assignments = [f"{name}={app.env[name]}" for name in names if name in app.env]
-    lines = [hide_values(_shown_line(line), assignments) for line in remains.lines]
-    return {"exit_status": remains.exit_status, "exit_signal": remains.exit_signal,
-            "last_output": [line for line in lines if line.strip()], "ended_at": now}
+    lines = [hide_values(_shown_line(line), assignments) for line in remains.lines if isinstance(line, str)]
+    # What a plugin hands back is checked as the registry checks it: a bad value must not void the write.
+    return {"exit_status": _count(remains.exit_status), "exit_signal": _count(remains.exit_signal),
+            "last_output": [line for line in lines if line.strip()][-KEPT_LINES:], "ended_at": now}
+
+
+def _count(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def how_it_ended(raw: Mapping[str, Any]) -> str:
