@@ -479,21 +479,23 @@ class TmuxBackend:
 
     def _watch(self, server: str, pane_id: str, ctx: CallContext) -> str | None:
         """Why the new agent ended within EXIT_WINDOW, or None when it still runs (or tmux could not tell: the
-        core's listing decides then). Afterwards remain-on-exit is `failed`: an agent that ends well closes its
-        session, as any tmux session does; one that fails leaves its dead pane for agent_remains."""
+        core's listing decides then). Afterwards remain-on-exit is the server's, or `failed` where that is `off`:
+        an agent that ends well closes its session, as any tmux session does; one that fails leaves its dead pane
+        for agent_remains."""
         ended = poll_until(lambda: self._ended(server, pane_id, ctx), wait=EXIT_WINDOW, interval=POLL_INTERVAL)
         if ended == "":  # dead: its status comes once tmux has reaped it
             ended = poll_until(lambda: self._ended(server, pane_id, ctx) or None, wait=1.0,
                                interval=POLL_INTERVAL / 5) or "exited at once"
         if isinstance(ended, str):
             return ended
-        # `failed`: a pane whose program fails or is killed stays, dead, for agent_remains to read how it ended
-        # and what it printed last; one that exits 0 closes its session as any does (tmux before 3.3 has no
-        # `failed`: the option goes back to the server's).
-        kept = self._run(server, ["set-option", "-w", "-t", pane_id, "remain-on-exit", "failed"],
-                         timeout=ctx.timeout, env=ctx.env)
-        if kept.returncode != 0 or kept.stderr.strip():
-            self._run(server, ["set-option", "-w", "-u", "-t", pane_id, "remain-on-exit"], timeout=ctx.timeout,
+        # The server's own value applies again (a user's `remain-on-exit on` keeps every ended pane); where it is
+        # `off`, `failed`: a pane whose program fails or is killed stays, dead, for agent_remains to read how it
+        # ended and what it printed last, and one that exits 0 closes its session as any does (tmux before 3.3
+        # has no `failed`: the set fails, and the server's `off` stays).
+        shown = self._run(server, ["set-option", "-w", "-u", "-t", pane_id, "remain-on-exit", ";",
+                                   "show-options", "-gwv", "remain-on-exit"], timeout=ctx.timeout, env=ctx.env)
+        if shown.returncode == 0 and shown.stdout.strip() == "off":
+            self._run(server, ["set-option", "-w", "-t", pane_id, "remain-on-exit", "failed"], timeout=ctx.timeout,
                       env=ctx.env)
         ended = self._ended(server, pane_id, ctx)  # it may have ended just before the option went
         return (ended or "exited at once") if isinstance(ended, str) else None
