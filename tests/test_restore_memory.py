@@ -21,15 +21,18 @@ from conftest import Tmux, Workspace
 
 pytestmark = [pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed"), pytest.mark.tmux]
 
-# A stand-in agent that records each start, prints a few lines, and dies with status 3 two seconds later.
+# A stand-in agent that records each start, prints a few lines, and dies with status 3 two seconds later; from
+# its fifth start on (the one by hand after the crash loop) it stays.
 FLAKY = """\
 #!{python}
 import sys, time
-with open({log!r}, "a") as out:
+with open({log!r}, "a+") as out:
     out.write("start\\n")
+    out.seek(0)
+    started = len(out.read().splitlines())
 print("loading the model")
 print("error: no GPU left (token s3cret-value-42)", flush=True)
-time.sleep(2)
+time.sleep(2 if started <= 4 else 600)
 sys.exit(3)
 """
 
@@ -75,7 +78,8 @@ def test_a_dying_agent_is_restored_with_backoff_until_a_crash_loop_then_by_hand(
         assert watch.stdout is not None
         for line in watch.stdout:
             agents = (json.loads(line)["restore"] or {}).get("agents") or []
-            restored += [a["name"] for a in agents if a["outcome"] == "restored"]
+            # A start the server never listed (on a loaded machine the agent may be gone first) is an attempt too.
+            restored += [a["name"] for a in agents if a["outcome"] in ("restored", "failed")]
             loop = [a for a in agents if a["reason"] == "crash_loop"]
             if loop:
                 looped = looped or loop[0]
@@ -111,7 +115,7 @@ def test_a_dying_agent_is_restored_with_backoff_until_a_crash_loop_then_by_hand(
     row = rows(ws)["flaky"]
     assert "restore_count" not in row and "crash_loop_at" not in row and "restore_times" not in row
     entry = ws.mam_json("status")["sessions"][0]
-    assert entry["crash_loop"] is False and entry["restore_count"] == 0
+    assert entry["crash_loop"] is False and entry["restore_count"] == 0 and entry["live"] == "alive"
     assert entry["exit_status"] == 3  # how it last ended stays until it ends again
 
 
