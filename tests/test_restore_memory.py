@@ -106,6 +106,8 @@ def test_a_dying_agent_is_restored_with_backoff_until_a_crash_loop_then_by_hand(
     assert entry["crash_loop"] is True and entry["restore_count"] == 3 and entry["exit_status"] == 3
     assert entry["last_output"][-1] == "error: no GPU left (token ***)"
 
+    table = ws.mam("status", env={**env, "COLUMNS": "200"}).stdout
+    assert "crash loop: error: no GPU left (token ***)" in table, table
     text = ws.mam("restore", "--all", env=env)  # the loop holds for --all, with one line saying why
     assert text.returncode == 0, text.stderr
     assert text.stdout.startswith(f"flaky (tmux server {server}): skipped: crash loop") and starts(log) == 4

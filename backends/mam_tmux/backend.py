@@ -71,6 +71,7 @@ REMAINS_FORMAT = SEP.join([_escaped("session_name"), "#{pane_id}", "#{pane_dead}
                            "#{pane_dead_signal}", _escaped("@mam_pane")])
 _REMAINS_RECORD = re.compile(rf"{_TEXT}{SEP}(%[0-9]+){SEP}([01]){SEP}([0-9]*){SEP}([0-9]*){SEP}{_TEXT}\n")
 REMAINS_LINES = 20  # the last lines of an ended pane that are kept
+_DEAD_LINE = re.compile(r"Pane is dead \((?:status (?P<status>[0-9]+)|signal (?P<signal>[0-9]+))[,)]")
 REMAINS_HISTORY = "-200"  # how far back in its history capture-pane looks for them
 _SESSION_ID = re.compile(r"\$[0-9]+")
 # A session's id, and "mam" when mam made it (its @mam_pane is set); then, for if-shell -F, true when no pane of
@@ -526,13 +527,34 @@ class TmuxBackend:
             pane_id, dead, status, signal, _ = pane
             if not dead:
                 continue
+            if not status and not signal:  # dead before tmux reaped it: its status comes a moment later
+                status, signal = self._dead_status(server, pane_id, ctx)
             screen = self._run(server, ["capture-pane", "-p", "-J", "-S", REMAINS_HISTORY, "-t", pane_id],
                                timeout=ctx.timeout, env=ctx.env)
-            lines = [line for line in screen.stdout.splitlines()
-                     if line.strip() and not line.startswith("Pane is dead")] if screen.returncode == 0 else []
+            shown = [line for line in screen.stdout.splitlines() if line.strip()] if screen.returncode == 0 else []
+            # tmux's own last line, written once the program is gone (none can print after it), has the status
+            # when the listing had none yet.
+            told = _DEAD_LINE.match(shown[-1]) if shown and not (status or signal) else None
+            if told is not None:
+                status, signal = told["status"] or "", told["signal"] or ""
+            lines = [line for line in shown if not line.startswith("Pane is dead")]
             remains[name] = Remains(int(status) if status.isdigit() else None,
                                     int(signal) if signal.isdigit() else None, tuple(lines[-REMAINS_LINES:]))
         return remains
+
+    def _dead_status(self, server: str, pane_id: str, ctx: CallContext) -> tuple[str, str]:
+        """The exit status and signal of the dead pane `pane_id`, once tmux has reaped its program (at most a
+        second); empty when it has not by then."""
+        def reaped() -> tuple[str, str] | None:
+            shown = self._run(server, ["display-message", "-p", "-t", pane_id,
+                                       f"#{{pane_dead_status}}{SEP}#{{pane_dead_signal}}"],
+                              timeout=ctx.timeout, env=ctx.env)
+            if shown.returncode != 0:
+                return ("", "")  # the pane is gone: nothing more to learn
+            status, _, signal = shown.stdout.strip().partition(SEP)
+            return (status, signal) if status or signal else None
+
+        return poll_until(reaped, wait=1.0, interval=POLL_INTERVAL) or ("", "")
 
     def _server_only_variables(self, server: str, ctx: CallContext) -> list[str] | Failure:
         """The names in the server's global environment that a client started now would not have. Those are
