@@ -94,16 +94,19 @@ def test_a_dying_agent_is_restored_with_backoff_until_a_crash_loop_then_by_hand(
     assert restored == ["flaky"] * 3  # the limit: three automatic restores, then none
     assert starts(log) == 4  # the spawn and the three restores
     assert looped["outcome"] == "skipped" and looped["message"].startswith("crash loop: restored 3 times within 600 s")
-    assert "exited with status 3" in looped["message"] and "error: no GPU left" in looped["message"]
+    # How it ended, where tmux knew it: a pane whose terminal closed before tmux reaped its program can stay
+    # dead without a status (seen now and then on a loaded machine); never another status.
+    assert "error: no GPU left" in looped["message"] and "exited with status" not in looped["message"].replace(
+        "exited with status 3", "")
     assert "s3cret-value-42" not in looped["message"]  # the value of its --env variable is hidden
 
     row = rows(ws)["flaky"]
     assert row["restore_count"] == 3 and len(row["restore_times"]) == 3 and "crash_loop_at" in row
-    assert row["exit_status"] == 3 and row["status"] == "terminated"
+    assert row["exit_status"] in (3, None) and row["exit_signal"] is None and row["status"] == "terminated"
     assert row["last_output"][-2:] == ["loading the model", "error: no GPU left (token ***)"]
     assert "s3cret-value-42" not in ws.registry.read_text()
     entry = ws.mam_json("status")["sessions"][0]
-    assert entry["crash_loop"] is True and entry["restore_count"] == 3 and entry["exit_status"] == 3
+    assert entry["crash_loop"] is True and entry["restore_count"] == 3 and entry["exit_status"] == row["exit_status"]
     assert entry["last_output"][-1] == "error: no GPU left (token ***)"
 
     table = ws.mam("status", env={**env, "COLUMNS": "200"}).stdout
@@ -118,7 +121,7 @@ def test_a_dying_agent_is_restored_with_backoff_until_a_crash_loop_then_by_hand(
     assert "restore_count" not in row and "crash_loop_at" not in row and "restore_times" not in row
     entry = ws.mam_json("status")["sessions"][0]
     assert entry["crash_loop"] is False and entry["restore_count"] == 0 and entry["live"] == "alive"
-    assert entry["exit_status"] == 3  # how it last ended stays until it ends again
+    assert entry["last_output"] == row["last_output"]  # how it last ended stays until it ends again
 
 
 def test_restore_all_passes_over_adopted_and_never_started_rows(ws: Workspace, tmux: Tmux, tmp_path: Path) -> None:
@@ -153,3 +156,22 @@ def test_restore_all_passes_over_adopted_and_never_started_rows(ws: Workspace, t
 
     named = ws.mam("restore", "handmade", "--json")  # named, a row with nothing to start it from still fails
     assert named.returncode == 1 and json.loads(named.stdout)["agents"][0]["outcome"] == "failed"
+
+
+def test_tmux_reads_a_failed_panes_status_and_last_lines_and_only_of_the_names_asked(tmux: Tmux) -> None:
+    from mam.api import CallContext, Remains
+    from mam_tmux.backend import TmuxBackend
+
+    server = tmux.name()
+    for name, script in (("dies", "echo one; echo two; exit 5"), ("other", "echo x; exit 6"),
+                         ("lives", "echo up; sleep 600")):
+        tmux.run(server, "new-session", "-d", "-s", name, "sh", "-c", script, ";",
+                 "set-option", "-w", "remain-on-exit", "on")
+    deadline = time.monotonic() + 20
+    while tmux.run(server, "list-panes", "-a", "-F", "#{pane_dead}").stdout.split().count("1") < 2:
+        assert time.monotonic() < deadline, "the programs never ended"
+        time.sleep(0.05)
+    ctx = CallContext(timeout=10, env=tmux.env)
+    found = TmuxBackend().agent_remains(server, ("dies", "lives", "ghost"), ctx)
+    assert found == {"dies": Remains(exit_status=5, exit_signal=None, lines=("one", "two"))}
+    assert TmuxBackend().agent_remains(tmux.name(), ("dies",), ctx) == {}  # a server that is not there keeps none

@@ -445,7 +445,7 @@ def restore_plan(app: App, names: list[str], all_rows: bool, server: str | None 
 def _read_ends(app: App, steps: list[Step]) -> None:
     """How the agents about to be restored, or held in a crash loop, ended, read from the panes their backend
     keeps (before the restore closes them); a crash loop is written to its row with it, once."""
-    from mam.remains import read_remains, row_fields
+    from mam.remains import FIELDS, read_remains, row_fields
 
     asked = [s for s in steps if s.server_state == "up" and (s.outcome == "would_restore" or s.reason == "crash_loop")]
     if not asked:
@@ -455,8 +455,8 @@ def _read_ends(app: App, steps: list[Step]) -> None:
     for step in asked:
         if step.row.key in found:
             step.ended = row_fields(app, step.row, found[step.row.key], stamp)
-    looping = {s.row.key: s for s in asked
-               if s.reason == "crash_loop" and (s.ended or "crash_loop_at" not in s.row.raw)}
+    looping = {s.row.key: s for s in asked if s.reason == "crash_loop" and ("crash_loop_at" not in s.row.raw or any(
+        s.ended.get(k) != s.row.raw.get(k) for k in FIELDS if k in s.ended and k != "ended_at"))}
     if not looping:
         return
 
