@@ -20,9 +20,9 @@ FIELDS = ("exit_status", "exit_signal", "last_output", "ended_at")
 def read_remains(app: App, rows: Iterable[Row]) -> dict[RowKey, Remains]:
     """The remains of each of `rows` whose backend still keeps its ended pane, asked once per server. A server
     that cannot be asked, or a backend that keeps nothing, leaves its rows out: nothing is known of them."""
+    from mam.fanout import call_context
     from mam.plugin.records import CallContext
-    from mam.runner import remote_route
-    from mam.servers import call_context
+    from mam.route import remote_route
 
     by_server: dict[tuple[str, str, str], list[Row]] = {}
     for row in rows:
@@ -54,7 +54,7 @@ def _shown_line(line: str) -> str:
 def row_fields(app: App, row: Row, remains: Remains, now: str) -> dict[str, Any]:
     """The row's fields for `remains`: the values of the row's `--env` variables (as set now) are hidden in its
     lines, as in every message about it (the registry keeps names only)."""
-    from mam.commands.lifecycle import hide_values
+    from mam.masking import hide_values
 
     names = (row.spec or {}).get("env_names") or ()
     assignments = [f"{name}={app.env[name]}" for name in names if name in app.env]
