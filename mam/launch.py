@@ -28,7 +28,7 @@ from mam.registry.file import ENV_NAME
 
 POLL_INTERVAL = 0.05  # between the listings a launch polls until its agent shows
 # What the last attempt at a row left: a re-spawn that replaces the row drops them.
-STALE_FIELDS = ("terminated_at", "terminated_reason", "stopped_at", "adopted_at")
+STALE_FIELDS = ("terminated_at", "terminated_reason", "stopped_at", "adopted_at", "spawn_failed", "crash_loop_at")
 
 
 def agent_argv(agent: str | None, command: str | None, args: list[str]) -> tuple[str, ...]:
@@ -178,10 +178,12 @@ def settler(app: App, key: RowKey, token: str) -> Any:
 
 
 def launch(app: App, key: RowKey, token: str, request: SpawnRequest, ctx: CallContext, progress: bool,
-           done: dict[str, Any] | None = None, assignments: list[str] | None = None) -> tuple[Row, ServerOutcome]:
+           done: dict[str, Any] | None = None, assignments: list[str] | None = None,
+           failed: dict[str, Any] | None = None) -> tuple[Row, ServerOutcome]:
     """Ask the backend to start the agent of the row claimed with `token`, wait until its server lists it, and
-    write the outcome to that row only (with `done` on success). Raises with the reason when it did not start;
-    the values of `assignments` (its --env NAME=VALUE) never stand in the reason."""
+    write the outcome to that row only (with `done` on success, `failed` when it surely did not start). Raises
+    with the reason when it did not start; the values of `assignments` (its --env NAME=VALUE) never stand in the
+    reason."""
     backend_name, server, name, host = key
     backend = app.plugins.backend(backend_name)
     settle = settler(app, key, token)
@@ -196,7 +198,8 @@ def launch(app: App, key: RowKey, token: str, request: SpawnRequest, ctx: CallCo
         if result.unsettled or may_have_started(result.failure):  # never record as gone what may be running
             raise MamError("operation_failed", f"{backend_name} gave no clear answer to starting {name}: {detail}",
                            hint=UNSETTLED)
-        settle({"status": "terminated", "terminated_at": registry.timestamp(), "terminated_reason": detail})
+        settle({"status": "terminated", "terminated_at": registry.timestamp(), "terminated_reason": detail,
+                **(failed or {})})
         raise MamError("operation_failed", f"{backend_name} did not start {name}: {detail}")
     with waiting(f"waiting for {where} to list {name}", progress):
         listed, outcome = _wait_listed(app, server, name, ctx, host, backend_name)
@@ -206,7 +209,7 @@ def launch(app: App, key: RowKey, token: str, request: SpawnRequest, ctx: CallCo
             raise MamError("operation_failed", f"{name} was started, but {where} could not be asked whether it "
                            f"runs: {reason}", hint=UNSETTLED)
         settle({"status": "terminated", "terminated_at": registry.timestamp(),
-                "terminated_reason": "started, but its server never listed it"})
+                "terminated_reason": "started, but its server never listed it", **(failed or {})})
         raise MamError("operation_failed", f"{name} was started but {where} does not list it (it may have exited "
                        "at once)")
     pane = {k: v for k, v in (("cwd", listed.cwd or request.cwd), ("id", listed.pane_id or result.pane_id))

@@ -223,7 +223,7 @@ def _sessions_table(sessions: Sequence[dict[str, Any]]) -> list[str]:
     rows: list[tuple[Any, ...]] = [(s["name"], s["backend"], s["server"], s["status"], s["live"],
                                     *((s["state"],) if stated else ()), s["agent"], _pane(s), s["cwd"])
                                    for s in sessions]
-    reasons = [why(s) if stated else None for s in sessions]
+    reasons = [_crash_loop(s) or (why(s) if stated else None) for s in sessions]
     if any(reasons):
         rows = [(*row, reason) for row, reason in zip(rows, reasons, strict=True)]
         headers += ("WHY",)
@@ -264,6 +264,15 @@ def status_text(doc: dict[str, Any], servers: Sequence[str] = (), host: str | No
         parts.append("")
         parts.append(servers_table(doc["servers"]))
     return "\n".join(parts)
+
+
+def _crash_loop(session: dict[str, Any]) -> str | None:
+    """An agent whose automatic restores stopped at a crash loop, with the last line it printed (not while it
+    runs again: a restore by hand ends the loop)."""
+    if not session.get("crash_loop") or session.get("live") == "alive":
+        return None
+    lines = session.get("last_output") or []
+    return "crash loop" + (f": {lines[-1]}" if lines else "")
 
 
 def why(session: dict[str, Any]) -> str | None:

@@ -12,12 +12,13 @@ and runs only with the user's consent (`--trust-spec`, or a yes at a terminal), 
 from __future__ import annotations
 
 import secrets
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mam import inflight, registry, specsign
+from mam import backoff, inflight, registry, specsign
 from mam.app import App
 from mam.availability import resolve_explicit_backend
 from mam.bootstrap import start_server
@@ -46,6 +47,8 @@ if TYPE_CHECKING:
     from mam.kinds.library import Library
 
 NO_SPEC = "no launch spec: spawn it again"
+# Why --all passes a row over (Step.reason): none of them is a failure of the command.
+SKIP_REASONS = ("no_spec", "never_started", "crash_loop", "backoff")
 
 
 @dataclass
@@ -67,6 +70,9 @@ class Step:
     consented: bool = False  # the user said to run it anyway: the claim signs it as theirs
     # The resume argv holds words the workspace's .mam/states.yaml put there, which no signature covers.
     workspace_resume: bool = False
+    automatic: bool = False  # --all: held back by the backoff and a crash loop, and counted
+    reason: str | None = None  # one of SKIP_REASONS when --all passed the row over
+    ended: dict[str, Any] = field(default_factory=dict)  # how its agent ended, read before its pane goes
 
     def as_json(self) -> dict[str, Any]:
         row, spec = self.row, self.spec or {}
@@ -76,7 +82,7 @@ class Step:
                 "bootstrap": self.bootstrap, "argv": self.argv, "cwd": spec.get("cwd"), "resume": self.resume,
                 "agent_session": row.agent_session, "env_names": list(spec.get("env_names") or ()),
                 "env_missing": self.env_missing, "pane_id": self.pane_id,
-                "spec_trust": "consented" if self.consented else self.trust}
+                "spec_trust": "consented" if self.consented else self.trust, "reason": self.reason}
 
 
 def row_spec(row: Row) -> dict[str, Any] | None:
@@ -167,10 +173,10 @@ def _argv(step: Step, library: Library, app: App) -> tuple[str, ...]:
 
 
 def _plan(app: App, row: Row, outcome: ServerOutcome, named: bool, library: Library,
-          trust: SpecTrust) -> Step | None:
+          trust: SpecTrust, rules: backoff.Policy | None = None, now: float = 0.0) -> Step | None:
     live, _ = live_agent(row, outcome)
     state = outcome.state.value
-    step = Step(row, snapshot(row), state, "skipped", "")
+    step = Step(row, snapshot(row), state, "skipped", "", automatic=not named)
     if outcome.state is ServerState.UNKNOWN:
         if not (named or is_candidate(row, live, named)):
             return None
@@ -190,10 +196,25 @@ def _plan(app: App, row: Row, outcome: ServerOutcome, named: bool, library: Libr
         return step
     if not is_candidate(row, live, named):
         return None
+    if step.automatic and row.raw.get("spawn_failed") is True:
+        why = row.raw.get("terminated_reason")
+        step.reason = "never_started"
+        step.message = "its spawn never started it" + (f" ({why})" if isinstance(why, str) and why else "") + \
+            f": --all leaves it; spawn it again, or `mam restore {row.name}`"
+        return step
     step.spec = row_spec(row)
     step.outcome = "failed"
     if step.spec is None:
         step.message = NO_SPEC
+        if step.automatic:  # an adopted row: nothing to start it from, and no failure of --all
+            step.outcome, step.reason = "skipped", "no_spec"
+        return step
+    held = backoff.held_back(row.raw, rules, now) if step.automatic and rules is not None else None
+    if held is not None:
+        step.outcome = "skipped"
+        step.reason, step.message = held
+        if step.reason == "crash_loop":
+            step.message = crash_message(row.name, step.message, row.raw)
         return step
     try:
         step.argv = list(_argv(step, library, app))
@@ -250,9 +271,21 @@ def consent(steps: list[Step], trust_all: bool, ask: Callable[[dict[str, Any]], 
             _would_restore(step)
 
 
-def _claim(key: RowKey, seen: dict[str, Any], token: str, taken: list[Row], signed: dict[str, Any]) -> registry.Change:
+def crash_message(name: str, why: str, raw: Mapping[str, Any]) -> str:
+    """A crash loop's line: why, how the agent last ended and the last line it printed, and how to go on."""
+    from mam.remains import how_it_ended, last_line
+
+    ended, said = how_it_ended(raw), last_line(raw)
+    last = (f"; it {ended}" if ended else "") + (f"; its last output: {said}" if said else "")
+    return f"{why}{last}; `mam restore {name}` starts it by hand and starts the count again"
+
+
+def _claim(key: RowKey, seen: dict[str, Any], token: str, taken: list[Row], signed: dict[str, Any],
+           automatic: bool = False, ended: dict[str, Any] | None = None) -> registry.Change:
     """Take the row for this restore, under the lock, only while it is exactly as the plan saw it; `signed` holds
-    the spec and signature of a spec the user consented to (the row then holds what they consented to)."""
+    the spec and signature of a spec the user consented to (the row then holds what they consented to). An
+    `automatic` restore is counted (mam.backoff); one by hand starts the count again. `ended`: how its agent
+    ended, read from its pane before this restore closes it."""
 
     def change(document: dict[str, Any], rows: tuple[Row, ...]) -> bool:
         row = next((r for r in rows if r.key == key), None)
@@ -260,7 +293,10 @@ def _claim(key: RowKey, seen: dict[str, Any], token: str, taken: list[Row], sign
             if row is not None:
                 taken.append(row)
             return False
-        row.raw.update({"status": "starting", TOKEN: token, **signed})
+        counts = backoff.counted(row.raw, registry.timestamp()) if automatic else {}
+        for reset in backoff.RESET:
+            row.raw.pop(reset, None)
+        row.raw.update({"status": "starting", TOKEN: token, **signed, **counts, **(ended or {})})
         return True
 
     return change
@@ -304,7 +340,7 @@ def _restore_claimed(app: App, step: Step, row: Row, request: SpawnRequest, toke
                      assignments: list[str], progress: bool, signed: dict[str, Any]) -> None:
     try:
         fresh = registry.update(app.workspace.registry_path, app.row_default_backend,
-                                _claim(row.key, step.seen, token, taken, signed))
+                                _claim(row.key, step.seen, token, taken, signed, step.automatic, step.ended))
     except MamError as exc:  # a locked or read-only registry: nothing was claimed or started
         step.outcome, step.message = "failed", exc.message
         return
@@ -402,14 +438,52 @@ def restore_plan(app: App, names: list[str], all_rows: bool, server: str | None 
             rows.extend(found)
     else:
         rows = rows_on(app, reg, server, host)
+    rules = backoff.policy(app.env)  # a bad setting is refused before any server is asked
     outcomes = outcomes_for(app, {r.server_key for r in rows})
     trust = trust or SpecTrust(app.env)
-    planned = (_plan(app, row, outcomes[row.server_key], bool(names), app.kinds, trust) for row in rows)
+    now = time.time()
+    planned = (_plan(app, row, outcomes[row.server_key], bool(names), app.kinds, trust, rules, now) for row in rows)
     return [step for step in planned if step is not None], dict(outcomes)
+
+
+def _read_ends(app: App, steps: list[Step]) -> None:
+    """How the agents about to be restored, or held in a crash loop, ended, read from the panes their backend
+    keeps (before the restore closes them); a crash loop is written to its row with it, once."""
+    from mam.remains import FIELDS, read_remains, row_fields
+
+    asked = [s for s in steps if s.server_state == "up" and (s.outcome == "would_restore" or s.reason == "crash_loop")]
+    if not asked:
+        return
+    found = read_remains(app, [s.row for s in asked])
+    stamp = registry.timestamp()
+    for step in asked:
+        if step.row.key in found:
+            step.ended = row_fields(app, step.row, found[step.row.key], stamp)
+    looping = {s.row.key: s for s in asked if s.reason == "crash_loop" and ("crash_loop_at" not in s.row.raw or any(
+        s.ended.get(k) != s.row.raw.get(k) for k in FIELDS if k in s.ended and k != "ended_at"))}
+    if not looping:
+        return
+
+    def change(document: dict[str, Any], rows: tuple[Row, ...]) -> bool:
+        written = False
+        for row in unchanged_rows(rows, {key: s.seen for key, s in looping.items()}):
+            row.raw.setdefault("crash_loop_at", stamp)
+            row.raw.update(looping[row.key].ended)
+            written = True
+        return written
+
+    try:
+        registry.update(app.workspace.registry_path, app.row_default_backend, change)
+    except MamError:
+        return  # the row stays as it was; the step still says why it was not restored
+    for step in looping.values():
+        if step.ended:
+            step.message = crash_message(step.row.name, step.message.split("; ")[0], step.ended)
 
 
 def run_plan(app: App, steps: list[Step], progress: bool = False, trust: SpecTrust | None = None) -> None:
     trust = trust or SpecTrust(app.env)
+    _read_ends(app, steps)
     todo = [s for s in steps if s.outcome == "would_restore"]
     down: dict[ServerKey, list[Step]] = {}
     for step in todo:

@@ -70,4 +70,14 @@ def session_entry(row: Row, outcome: ServerOutcome | None) -> dict[str, Any]:
         "agent": (agent.agent if agent and agent.agent else row.agent),
         "cwd": (agent.cwd if agent and agent.cwd else row.cwd),
         "pane_id": (agent.pane_id if agent and agent.pane_id else row.pane_id),
+        **history(row.raw),
     }
+
+
+def history(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """What the row keeps of its restores and of how its agent last ended (docs/registry.md); the registry has
+    checked each field's type when it was read."""
+    lines = raw.get("last_output")
+    return {"restore_count": raw.get("restore_count") or 0, "restored_at": raw.get("restored_at"),
+            "crash_loop": "crash_loop_at" in raw, "exit_status": raw.get("exit_status"),
+            "exit_signal": raw.get("exit_signal"), "last_output": list(lines) if lines else []}

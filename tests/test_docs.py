@@ -20,7 +20,7 @@ CLI_DOC = (ROOT / "docs" / "cli.md").read_text()
 
 def test_every_hook_is_documented_with_its_signature() -> None:
     hooks = [name for name in dir(mam.plugin.spec) if name.startswith("mam_")]
-    assert len(hooks) == 11
+    assert len(hooks) == 12
     for name in hooks:
         signature = str(inspect.signature(getattr(mam.plugin.spec, name))).replace("'", "")
         assert f"`{name}{signature}`" in DOCS, f"{name}{signature} is not in docs/backends.md"

@@ -71,7 +71,7 @@ def test_a_test_plugin_implements_every_hook() -> None:
     tree = ast.parse((WRAP / "mam_wrap" / "plugin.py").read_text())
     implemented = sorted(node.name for node in tree.body if isinstance(node, ast.FunctionDef)
                          and any(ast.unparse(d) == "hookimpl" for d in node.decorator_list))
-    assert len(HOOKS) == 11
+    assert len(HOOKS) == 12
     assert implemented == HOOKS
 
 
@@ -234,7 +234,7 @@ def test_backends_lists_the_plugins_that_declare_no_backend(ws: Workspace, wrap_
     assert "wrap" not in {b["name"] for b in doc["backends"]}
     text = ws.mam("backends", env=wrap_env).stdout
     assert re.search(r"^PLUGIN +PROVIDER +HOOKS$", text, flags=re.MULTILINE), text
-    assert re.search(r"^wrap +mam-wrap 0\.3\.0 +mam_agent_state, mam_backends, ", text, flags=re.MULTILINE), text
+    assert re.search(r"^wrap +mam-wrap 0\.3\.0 +mam_agent_remains, mam_agent_state, ", text, flags=re.MULTILINE), text
     assert ws.mam_json("backends", env=ws.env)["plugins"] == []
 
 

@@ -159,11 +159,13 @@ def test_rows_without_a_spec_and_names_that_are_running(ws: Workspace, tmux: Tmu
                       f" pane: {{cwd: {ws.root}}}}}\n"
                       f"  - {{name: old-shell, backend: tmux, server: {server}, status: terminated, agent: sh}}\n")
     proc = ws.mam("restore", "--all", "--trust-spec", "--json")  # hand-written rows: run only with consent
-    assert proc.returncode == 1
+    assert proc.returncode == 0  # --all passes over a row it has nothing to start from: no failure
     doc = json.loads(proc.stdout)
     by_name = {a["name"]: a for a in doc["agents"]}
     assert by_name["old-claude"]["outcome"] == "restored" and by_name["old-claude"]["argv"] == ["claude"]
     assert by_name["old-shell"]["message"] == "no launch spec: spawn it again"
+    assert by_name["old-shell"]["outcome"] == "skipped" and by_name["old-shell"]["reason"] == "no_spec"
+    assert ws.mam("restore", "old-shell").returncode == 1  # named, it is a failure
     assert agents.wait_for(1)[0]["cwd"] == str(ws.root)
     doc = ws.mam_json("restore", "old-claude")
     assert doc["agents"][0]["outcome"] == "running" and len(agents.starts()) == 1

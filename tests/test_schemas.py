@@ -366,14 +366,16 @@ def test_restore_plan_outcome_and_reconcile_restore_on_tmux(ws: Workspace, tmux:
         registry_file.write("- " + json.dumps({"name": "far", "backend": "herdr", "server": "flaky",
                                                "status": "running"}) + "\n")
     ws.herdr.set_fault("flaky", stderr="boom", exit=1)
-    plan = checked(ws, "restore", "--all", "--dry-run", expect=1, env={**ws.env, "MAM_BACKEND": ""})
+    plan = checked(ws, "restore", "--all", "--dry-run", env={**ws.env, "MAM_BACKEND": ""})
     assert {a["name"]: a["outcome"] for a in plan["agents"]} == {
-        "keep-1": "would_restore", "keep-2": "would_restore", "no-spec": "failed", "far": "skipped"}
+        "keep-1": "would_restore", "keep-2": "would_restore", "no-spec": "skipped", "far": "skipped"}
+    assert {a["name"]: a["reason"] for a in plan["agents"]}["no-spec"] == "no_spec"
+    assert checked(ws, "restore", "no-spec", expect=1)["agents"][0]["outcome"] == "failed"
     doc = checked(ws, "restore", "keep-1")
     assert doc["agents"][0]["outcome"] == "restored" and doc["agents"][0]["pane_id"]
     assert checked(ws, "restore", "keep-1")["agents"][0]["outcome"] == "running"
-    doc = checked(ws, "reconcile", "--apply", "--restore", expect=1)
-    assert {a["name"]: a["outcome"] for a in doc["restore"]["agents"]} == {"keep-2": "restored", "no-spec": "failed"}
+    doc = checked(ws, "reconcile", "--apply", "--restore")
+    assert {a["name"]: a["outcome"] for a in doc["restore"]["agents"]} == {"keep-2": "restored", "no-spec": "skipped"}
 
 
 def test_wait_on_several_and_send_on_herdr(ws: Workspace) -> None:

@@ -101,11 +101,12 @@ def test_the_last_line_a_program_printed_is_its_reason(ws: Workspace, tmux: Tmux
 
 @needs_tmux
 def test_an_agent_that_keeps_running_is_left_as_tmux_keeps_any_session(ws: Workspace, tmux: Tmux) -> None:
-    """The watch for an exit at once ends: the session ends with its agent afterwards, as before."""
+    """The watch for an exit at once ends: an agent that then exits well ends its session, as before; one that
+    fails leaves its dead pane for reconcile and restore to read (remain-on-exit `failed`)."""
     server = tmux.name()
     ws.mam_json("spawn", "late", "--server", server, "--command", "sleep 1")
     options = tmux.run(server, "show-options", "-w", "-t", "=late:", "remain-on-exit").stdout
-    assert options.strip() == ""  # the window option is unset again: the server's default applies
+    assert options.strip() == "remain-on-exit failed"
     deadline = time.monotonic() + 10
     while "late" in _sessions(tmux, server) and time.monotonic() < deadline:
         time.sleep(0.1)

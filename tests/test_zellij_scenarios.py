@@ -203,6 +203,19 @@ def test_send_to_a_held_pane_never_runs_it_again(ws: Workspace, zj: ZellijKit) -
     assert next(p for p in zj.terminals("work") if p["id"] == int(pane))["exited"] is True  # not run again
 
 
+def test_reconcile_keeps_how_a_held_pane_ended_and_its_last_lines(ws: Workspace, zj: ZellijKit) -> None:
+    spawn(ws, "dying", "--command", "sh", "--", "-c", "echo loading; echo out of memory; sleep 4; exit 4")
+    pane = row(ws, "dying")["pane"]["id"]
+    zj.wait(lambda: any(p["id"] == int(pane) and p["exited"] for p in zj.terminals("work")), "its program ends")
+    doc = ws.mam_json("reconcile", "--apply")
+    assert [d["class"] for d in doc["drifts"]] == ["A"]
+    dead = row(ws, "dying")
+    assert dead["status"] == "terminated" and dead["exit_status"] == 4
+    assert dead["last_output"][-2:] == ["loading", "out of memory"]
+    entry = next(s for s in status(ws)["sessions"] if s["name"] == "dying")
+    assert entry["exit_status"] == 4 and entry["last_output"][-1] == "out of memory"
+
+
 def test_a_killed_session_is_down_and_restore_brings_the_agent_back(ws: Workspace, zj: ZellijKit) -> None:
     spawn(ws, "helper", "--command", "sleep 600")
     zj.serialized("work", "helper")

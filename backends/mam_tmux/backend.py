@@ -22,6 +22,7 @@ from mam.api import (
     ErrorKind,
     Failure,
     PaneCapture,
+    Remains,
     SendResult,
     ServerError,
     SpawnRequest,
@@ -64,6 +65,14 @@ _RECORD = re.compile(rf"(\$[0-9]+){SEP}{_TEXT}{SEP}([0-9]+){SEP}([0-9]+){SEP}(%[
 # A pane's end, as remain-on-exit keeps it: dead or not, its exit status, or the signal that killed it.
 PANE_STATE = SEP.join(["#{pane_id}", "#{pane_dead}", "#{pane_dead_status}", "#{pane_dead_signal}"])
 _PANE_ID = re.compile(r"%[0-9]+")
+# Every pane of the server, for the remains of ended agents: its session's name and the agent's own pane
+# (@mam_pane) escaped, then how the pane ended.
+REMAINS_FORMAT = SEP.join([_escaped("session_name"), "#{pane_id}", "#{pane_dead}", "#{pane_dead_status}",
+                           "#{pane_dead_signal}", _escaped("@mam_pane")])
+_REMAINS_RECORD = re.compile(rf"{_TEXT}{SEP}(%[0-9]+){SEP}([01]){SEP}([0-9]*){SEP}([0-9]*){SEP}{_TEXT}\n")
+REMAINS_LINES = 20  # the last lines of an ended pane that are kept
+_DEAD_LINE = re.compile(r"Pane is dead \((?:status (?P<status>[0-9]+)|signal (?P<signal>[0-9]+))[,)]")
+REMAINS_HISTORY = "-200"  # how far back in its history capture-pane looks for them
 # tmux sends a command's arguments to its server in one message of at most 16 KiB ("command too long" past it):
 # a longer text goes through a buffer loaded from stdin.
 SEND_KEYS_MAX = 8192
@@ -499,18 +508,81 @@ class TmuxBackend:
 
     def _watch(self, server: str, pane_id: str, ctx: CallContext) -> str | None:
         """Why the new agent ended within EXIT_WINDOW, or None when it still runs (or tmux could not tell: the
-        core's listing decides then). Afterwards remain-on-exit goes back to what the server says, so that the
-        session ends with its agent, as any tmux session does."""
+        core's listing decides then). Afterwards remain-on-exit is the server's, or `failed` where that is `off`:
+        an agent that ends well closes its session, as any tmux session does; one that fails leaves its dead pane
+        for agent_remains."""
         ended = poll_until(lambda: self._ended(server, pane_id, ctx), wait=EXIT_WINDOW, interval=POLL_INTERVAL)
         if ended == "":  # dead: its status comes once tmux has reaped it
             ended = poll_until(lambda: self._ended(server, pane_id, ctx) or None, wait=1.0,
                                interval=POLL_INTERVAL / 5) or "exited at once"
         if isinstance(ended, str):
             return ended
-        self._run(server, ["set-option", "-w", "-u", "-t", pane_id, "remain-on-exit"], timeout=ctx.timeout,
-                  env=ctx.env)
+        # The server's own value applies again (a user's `remain-on-exit on` keeps every ended pane); where it is
+        # `off`, `failed`: a pane whose program fails or is killed stays, dead, for agent_remains to read how it
+        # ended and what it printed last, and one that exits 0 closes its session as any does (tmux before 3.3
+        # has no `failed`: the set fails, and the server's `off` stays).
+        shown = self._run(server, ["set-option", "-w", "-u", "-t", pane_id, "remain-on-exit", ";",
+                                   "show-options", "-gwv", "remain-on-exit"], timeout=ctx.timeout, env=ctx.env)
+        if shown.returncode == 0 and shown.stdout.strip() == "off":
+            self._run(server, ["set-option", "-w", "-t", pane_id, "remain-on-exit", "failed"], timeout=ctx.timeout,
+                      env=ctx.env)
         ended = self._ended(server, pane_id, ctx)  # it may have ended just before the option went
         return (ended or "exited at once") if isinstance(ended, str) else None
+
+    def agent_remains(self, server: str, names: tuple[str, ...],
+                      ctx: CallContext) -> dict[str, Remains] | Failure:
+        """The ended agents of `names` whose pane remain-on-exit keeps (spawn leaves it set to `failed`: a
+        program that exits 0 closes its session as any does): each one's exit status or signal and the last
+        lines of its pane. Reads only; the pane is closed by the next spawn or restore of the name, or stop."""
+        wanted = set(names)
+        listed = self._run(server, ["list-panes", "-a", "-F", REMAINS_FORMAT], timeout=ctx.timeout, env=ctx.env)
+        if listed.returncode != 0:
+            if _missing_target(listed.stderr) or self._is_down(server, listed.stderr):
+                return {}
+            return Failure(self.name, server, listed)
+        panes: dict[str, list[tuple[str, bool, str, str, str]]] = {}
+        pos = 0
+        while (match := _REMAINS_RECORD.match(listed.stdout, pos)) is not None:  # a record that does not parse
+            pos = match.end()  # ends the reading: what came before it stands
+            name, pane_id, dead, status, signal, own = match.groups()
+            name = _unescape(name)
+            if name in wanted:
+                panes.setdefault(name, []).append((pane_id, dead == "1", status, signal, _unescape(own)))
+        remains: dict[str, Remains] = {}
+        for name, of_session in panes.items():
+            own = of_session[0][4]
+            pane = next((p for p in of_session if p[0] == own), of_session[0])
+            pane_id, dead, status, signal, _ = pane
+            if not dead:
+                continue
+            if not status and not signal:  # dead before tmux reaped it: its status comes a moment later
+                status, signal = self._dead_status(server, pane_id, ctx)
+            screen = self._run(server, ["capture-pane", "-p", "-J", "-S", REMAINS_HISTORY, "-t", pane_id],
+                               timeout=ctx.timeout, env=ctx.env)
+            shown = [line for line in screen.stdout.splitlines() if line.strip()] if screen.returncode == 0 else []
+            # tmux's own last line, written once the program is gone (none can print after it), has the status
+            # when the listing had none yet.
+            told = _DEAD_LINE.match(shown[-1]) if shown and not (status or signal) else None
+            if told is not None:
+                status, signal = told["status"] or "", told["signal"] or ""
+            lines = [line for line in shown if not line.startswith("Pane is dead")]
+            remains[name] = Remains(int(status) if status.isdigit() else None,
+                                    int(signal) if signal.isdigit() else None, tuple(lines[-REMAINS_LINES:]))
+        return remains
+
+    def _dead_status(self, server: str, pane_id: str, ctx: CallContext) -> tuple[str, str]:
+        """The exit status and signal of the dead pane `pane_id`, once tmux has reaped its program (at most a
+        second); empty when it has not by then."""
+        def reaped() -> tuple[str, str] | None:
+            shown = self._run(server, ["display-message", "-p", "-t", pane_id,
+                                       f"#{{pane_dead_status}}{SEP}#{{pane_dead_signal}}"],
+                              timeout=ctx.timeout, env=ctx.env)
+            if shown.returncode != 0:
+                return ("", "")  # the pane is gone: nothing more to learn
+            status, _, signal = shown.stdout.strip().partition(SEP)
+            return (status, signal) if status or signal else None
+
+        return poll_until(reaped, wait=1.0, interval=POLL_INTERVAL) or ("", "")
 
     def _server_only_variables(self, server: str, ctx: CallContext) -> list[str] | Failure:
         """The names in the server's global environment that a client started now would not have. Those are

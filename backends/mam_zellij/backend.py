@@ -19,6 +19,7 @@ from mam.api import (
     ErrorKind,
     Failure,
     PaneCapture,
+    Remains,
     SendResult,
     ServerError,
     SpawnRequest,
@@ -394,6 +395,29 @@ class ZellijBackend:
             elif running(pane):
                 out[name] = PaneCapture(text=screen, command=command)
         return out
+
+    def agent_remains(self, server: str, names: tuple[str, ...],
+                      ctx: CallContext) -> dict[str, Remains] | Failure:
+        """The ended agents of `names` whose command pane zellij holds (`exited`, with its `exit_status`): the
+        status and the last lines of its screen (`dump-screen`). Reads only; a session that is gone keeps
+        nothing to read."""
+        panes = self._list_panes(server, ctx, pane_list)
+        if isinstance(panes, Failure):
+            return {}  # down or gone: nothing is kept there
+        remains: dict[str, Remains] = {}
+        for name in names:
+            ended = [p for p in held(panes, name) if p.get("exited") and isinstance(p.get("id"), int)]
+            if not ended:
+                continue
+            pane = ended[-1]
+            result = self._run(["--session", server, "action", "dump-screen", "--pane-id", f"terminal_{pane['id']}"],
+                               timeout=ctx.timeout, env=ctx.env)
+            ok = result.returncode == 0 and not result.stderr.strip()
+            lines = [line for line in result.stdout.splitlines() if line.strip()] if ok else []
+            status = pane.get("exit_status")
+            known = isinstance(status, int) and not isinstance(status, bool) and status >= 0
+            remains[name] = Remains(status if known else None, None, tuple(lines[-20:]))
+        return remains
 
     def send_text(self, server: str, agent: Agent, text: str, enter: bool, ctx: CallContext) -> SendResult:
         """`write-chars` types `text` as characters (no key names), `paste` a text of several lines; Enter is

@@ -216,7 +216,8 @@ def restore(ctx: typer.Context,
                 show_default=False)] = None,
             all_rows: Annotated[bool, typer.Option(
                 "--all", help="every terminated agent, and every running one its server does not list (stopped ones "
-                              "only by NAME); give NAME... or --all")] = False,
+                              "only by NAME), backing off and stopping at a crash loop ($MAM_RESTORE_BACKOFF, "
+                              "$MAM_RESTORE_LIMIT, $MAM_RESTORE_WINDOW); give NAME... or --all")] = False,
             server: Annotated[str | None, typer.Option("--server", metavar="NAME", autocompletion=complete.servers,
                                                        help="only the rows on this server")] = None,
             host: HostFilter = None,

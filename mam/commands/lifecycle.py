@@ -38,7 +38,8 @@ from mam.route import remote_route
 from mam.rows import rows_named, rows_on, session_entry, snapshot, unchanged_rows
 
 # What belongs to the agent a row held before: a new spawn of the name records its own, or none.
-RESPAWN_DROPS = ("agent_session", "restored_at")
+RESPAWN_DROPS = ("agent_session", "restored_at", "restore_count", "restore_times", "exit_status", "exit_signal",
+                 "last_output", "ended_at")
 
 
 def default_server(app: App, server: str | None) -> str:
@@ -268,7 +269,9 @@ def _spawn(app: App, name: str, agent: str | None, server: str, cwd: str | None,
 
         request = spawn_request(spec, name, kind, str(directory), argv,
                                 assignments + identity(spec.spawn_env, bool(there), name, app.workspace.dot_mam))
-        row, outcome = launch(app, key, token, request, ctx, progress, assignments=assignments)
+        # A start that surely failed leaves `spawn_failed`: `restore --all` does not retry what never ran.
+        row, outcome = launch(app, key, token, request, ctx, progress, assignments=assignments,
+                              failed={"spawn_failed": True})
     finally:
         inflight.release(token)
     return {"schema": 1, "session": session_entry(row, outcome)}

@@ -125,9 +125,11 @@ def _spec_key(app: App) -> bytes | None:
         return None
 
 
-def make_change(drifts: list[Drift], written: list[Drift], key: bytes | None = None) -> registry.Change:
+def make_change(drifts: list[Drift], written: list[Drift], key: bytes | None = None,
+                ended: Mapping[RowKey, dict[str, Any]] | None = None) -> registry.Change:
     """The fixes, applied to the freshly re-read registry under its lock; each one written lands in `written`.
-    `key`: this user's launch spec key, to sign a recorded session into a signed row.
+    `key`: this user's launch spec key, to sign a recorded session into a signed row. `ended`: how the agents of
+    drift A rows ended (mam.remains), read from the panes their backend keeps.
 
     The listing the plan rests on is older than this re-read: a row that changed meanwhile in any way (a
     re-spawn, a stop, a hand edit) is no longer the row that listing was about, and is left alone."""
@@ -144,6 +146,7 @@ def make_change(drifts: list[Drift], written: list[Drift], key: bytes | None = N
                 row.raw["status"] = "terminated"
                 row.raw["terminated_at"] = now
                 row.raw["terminated_reason"] = drift.reason
+                row.raw.update((ended or {}).get(drift.key, {}))
                 written.append(drift)
             elif drift.cls == "C" and row is not None:
                 row.raw["status"] = "running"
@@ -193,7 +196,8 @@ def reconcile_document(app: App, apply: bool = False, adopt: bool = False, resto
         fixes = [d for d in drifts if d.cls in "ACD" or d.action == "adopt"]
         if fixes:
             key = _spec_key(app) if any(d.cls == "D" for d in fixes) else None
-            registry.update(reg.path, app.row_default_backend, make_change(fixes, written, key))
+            ended = _ended(app, fixes, confirmed_rows, outcomes)
+            registry.update(reg.path, app.row_default_backend, make_change(fixes, written, key, ended))
         applied = True
     alive = sorted(f"{a.name}|{server}" + (f"@{host}" if host else "") for (_, server, host), o in outcomes.items()
                    for a in o.agents if a.name is not None)
@@ -213,6 +217,21 @@ def reconcile_document(app: App, apply: bool = False, adopt: bool = False, resto
         "written": len({d.key for d in written}),
         "restore": _restore_all(app) if restore else None,
     }
+
+
+def _ended(app: App, fixes: list[Drift], rows: list[Row],
+           outcomes: Mapping[ServerKey, ServerOutcome]) -> dict[RowKey, dict[str, Any]]:
+    """How the agents of drift A rows on servers that answered ended: their exit status and last lines, read
+    from the panes their backend keeps, for the row (before a restore closes those panes)."""
+    gone = {d.key for d in fixes if d.cls == "A"}
+    asked = [r for r in rows if r.key in gone and outcomes[r.server_key].state is ServerState.UP]
+    if not asked:
+        return {}
+    from mam.remains import read_remains, row_fields
+
+    found = read_remains(app, asked)
+    stamp = registry.timestamp()
+    return {r.key: row_fields(app, r, found[r.key], stamp) for r in asked if r.key in found}
 
 
 def _restore_all(app: App) -> dict[str, Any]:

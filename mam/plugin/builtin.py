@@ -19,6 +19,7 @@ from mam.plugin.records import (
     ErrorKind,
     Failure,
     PaneCapture,
+    Remains,
     ScrubRule,
     SendResult,
     ServerError,
@@ -131,6 +132,15 @@ class CoreDefaults:
         if capture is None:
             return None
         answer: Mapping[str, PaneCapture] | Failure = capture(server, agents, ctx)
+        return answer
+
+    @hookimpl(trylast=True)
+    def mam_agent_remains(self, backend: Backend, server: str, names: tuple[str, ...],
+                          ctx: CallContext) -> Mapping[str, Remains] | Failure | None:
+        read = getattr(backend, "agent_remains", None)
+        if read is None:
+            return None
+        answer: Mapping[str, Remains] | Failure = read(server, names, ctx)
         return answer
 
     @hookimpl(trylast=True)

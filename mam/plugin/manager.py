@@ -34,6 +34,7 @@ from mam.plugin.records import (
     CallContext,
     Failure,
     PaneCapture,
+    Remains,
     ScrubRule,
     SendResult,
     ServerError,
@@ -352,6 +353,12 @@ class Plugins:
                       ctx: CallContext) -> Mapping[str, PaneCapture] | Failure | None:
         result: Mapping[str, PaneCapture] | Failure | None = self.pm.hook.mam_capture_panes(
             backend=backend, server=server, agents=agents, ctx=ctx)
+        return result
+
+    def agent_remains(self, backend: Backend, server: str, names: tuple[str, ...],
+                      ctx: CallContext) -> Mapping[str, Remains] | Failure | None:
+        result: Mapping[str, Remains] | Failure | None = self.pm.hook.mam_agent_remains(
+            backend=backend, server=server, names=names, ctx=ctx)
         return result
 
     def send_text(self, backend: Backend, server: str, agent: Agent, text: str, enter: bool,

@@ -177,6 +177,16 @@ class PaneCapture:
 
 
 @dataclass(frozen=True)
+class Remains:
+    """What a multiplexer kept of an agent whose program ended (tmux `remain-on-exit`): how it ended and the last
+    lines its pane showed, read before the pane is closed. None: the backend cannot tell."""
+
+    exit_status: int | None = None  # the program's exit status
+    exit_signal: int | None = None  # the signal that killed it
+    lines: tuple[str, ...] = ()  # the last non-blank lines its pane showed, oldest first (hostile text)
+
+
+@dataclass(frozen=True)
 class AgentState:
     """An agent's state with the reason: `source` is hook (the agent's own report), backend (its own field),
     title (the title the agent set on its pane), screen (read by mam's rules from a capture) or none (the
@@ -232,6 +242,8 @@ class SpawningBackend(Backend, Protocol):
 #   send_text(server, agent: Agent, text: str, enter: bool, ctx) -> SendResult
 #       with the attribute `pastes_lines = True`, it is also given texts of several lines, which it must send
 #       as one paste (never as lines that each submit); without it, `mam send` refuses such a text
+#   agent_remains(server, names: tuple[str, ...], ctx) -> Mapping[str, Remains] | Failure
+#       (hook API 3) how the ended agents of `names` ended and their last lines, where the panes are kept
 # and the ones `mam peek` and `mam attach` (mam.peeking) look for:
 #   read_pane(server, agent: Agent, lines: int, ctx) -> str | Failure   (the last lines of its screen, raw;
 #       without it, peek reads the capture_panes screen)

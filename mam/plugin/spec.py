@@ -26,6 +26,7 @@ from mam.plugin.records import (
     CallContext,
     Failure,
     PaneCapture,
+    Remains,
     ScrubRule,
     SendResult,
     ServerError,
@@ -34,7 +35,7 @@ from mam.plugin.records import (
     StopResult,
 )
 
-HOOK_API = 2
+HOOK_API = 3
 
 hookspec = pluggy.HookspecMarker("mam")
 #: Mark a plugin's implementation of one of the hooks below.
@@ -192,5 +193,21 @@ def mam_send_text(backend: Backend, server: str, agent: Agent, text: str, enter:
         `backend.send_text`, or refuses a backend without one.
 
     Since hook API 2.
+    """
+    raise NotImplementedError
+
+
+@hookspec(firstresult=True)
+def mam_agent_remains(backend: Backend, server: str, names: tuple[str, ...],
+                      ctx: CallContext) -> Mapping[str, Remains] | Failure | None:
+    """How the agents of `names` (registered active, no longer listed as alive on `server`) ended, and the last
+    lines their panes showed, for the agents whose ended pane the multiplexer still keeps (tmux
+    `remain-on-exit`). Asked before anything closes those panes.
+
+    :return: a `Remains` per agent name it could read (an agent left out: nothing kept), or a `Failure`. The
+        core's default implementation (trylast) calls `backend.agent_remains`; None (no such method) means the
+        backend keeps nothing. Queries only: it never starts, closes or types into anything.
+
+    Since hook API 3.
     """
     raise NotImplementedError

@@ -138,6 +138,30 @@ def _spec(raw: dict[str, Any], list_key: str, index: int) -> dict[str, Any] | No
     return spec
 
 
+INT_FIELDS = ("restore_count", "exit_status", "exit_signal")  # each a whole number, at least 0, or null
+LIST_FIELDS = ("restore_times", "last_output")  # each a list of strings
+STR_FIELDS = ("restored_at", "ended_at", "crash_loop_at")
+
+
+def _history(raw: dict[str, Any], list_key: str, index: int) -> None:
+    """The fields of a row's restores and of how its agent last ended (docs/registry.md): checked as restore and
+    status rely on them, so a hand edit that breaks one is refused with its line instead of misleading a count."""
+    for key in INT_FIELDS:
+        value = raw.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise _Invalid(f"{key} must be a whole number, at least 0, got {quote.shown(value)}", list_key, index, key)
+    for key in LIST_FIELDS:
+        value = raw.get(key)
+        if value is not None and (not isinstance(value, list) or not all(isinstance(v, str) for v in value)):
+            raise _Invalid(f"{key} must be a list of strings, got {quote.shown(value)}", list_key, index, key)
+    for key in STR_FIELDS:
+        _optional_str(raw, key, list_key, index)
+    failed = raw.get("spawn_failed")
+    if failed is not None and not isinstance(failed, bool):
+        raise _Invalid(f"spawn_failed must be true or false, got {quote.shown(failed)}", list_key, index,
+                       "spawn_failed")
+
+
 def _refuse_near_misses(document: dict[str, Any]) -> None:
     """Unknown top-level keys are kept, but one that is a misspelt `sessions:` would hide every row it holds from
     every command, silently: refused, naming the key mam reads."""
@@ -239,6 +263,7 @@ def _validate(document: Any, default_backend: str) -> tuple[dict[str, Any], tupl
             cwd, pane_id = pane.get("cwd"), pane.get("id")
             spec = _spec(raw, list_key, index)
             agent_session = _optional_str(raw, "agent_session", list_key, index)
+            _history(raw, list_key, index)
             host = _host(raw, list_key, index)
             key = (backend, server, name, host or "")
             if key in seen:

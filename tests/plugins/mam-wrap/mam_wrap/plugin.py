@@ -22,6 +22,7 @@ from mam.api import (
     CallContext,
     Failure,
     PaneCapture,
+    Remains,
     ScrubRule,
     SendResult,
     ServerError,
@@ -146,3 +147,12 @@ def mam_send_text(backend: Backend, server: str, agent: Agent, text: str, enter:
                   ctx: CallContext) -> SendResult | None:
     _log("mam_send_text", backend, server=server, name=agent.name, text=text, enter=enter)
     return SendResult(True, f"wrap typed into {agent.name}") if _mine(backend) else None
+
+
+@hookimpl
+def mam_agent_remains(backend: Backend, server: str, names: tuple[str, ...],
+                      ctx: CallContext) -> Mapping[str, Remains] | Failure | None:
+    _log("mam_agent_remains", backend, server=server, names=list(names))
+    if not _mine(backend):
+        return None
+    return {name: Remains(exit_status=0, lines=(f"{name} ended under wrap",)) for name in names}
