@@ -46,7 +46,7 @@ from mam.plugin.records import (
     StopResult,
     implemented_operations,
 )
-from mam.runner import poll_until
+from mam.plugin.helpers import poll_until
 from mam.testing.report import BACKEND, REPORT_PLUGIN, KitReport, note
 
 _JUNK_OUTPUTS = ("", "\x00\x01\x02", "{", "[]", "null", '{"error": 3}', '{"error":{"code":null}}', "é" * 5000,
