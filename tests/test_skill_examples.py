@@ -110,4 +110,4 @@ def test_status_skill_examples(box: Agentbox) -> None:
     sent, _, waited_text = runs[-1].proc.stdout.partition("\n")
     assert sent == "sent 1 characters to coder-1 and Enter"
     waited = json.loads(waited_text)
-    assert waited["state"] in ("idle", "done")
+    assert waited["reached"] is True and waited["session"]["state"] in ("idle", "done")
