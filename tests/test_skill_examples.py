@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 
 from conftest import Tmux, Workspace
 
@@ -111,3 +112,19 @@ def test_status_skill_examples(box: Agentbox) -> None:
     assert sent == "sent 1 characters to coder-1 and Enter"
     waited = json.loads(waited_text)
     assert waited["reached"] is True and waited["session"]["state"] in ("idle", "done")
+
+
+def test_spawn_skill_examples(box: Agentbox) -> None:
+    box.env["ANTHROPIC_API_KEY"] = "sk-test-only"
+    runs = box.run_all("multi-agent-mux-spawn")
+    started = json.loads(runs[0].proc.stdout)["session"]
+    assert (started["name"], started["agent"], started["server"]) == ("coder-1", "claude", box.server)
+    reviewer = json.loads(output_of(runs, "--command"))["session"]
+    assert (reviewer["name"], reviewer["cwd"]) == ("reviewer", "/tmp")
+    assert "Do you want to proceed?" in output_of(runs, "read.sh coder-1")
+    rows = {r["name"]: r for r in yaml.safe_load(box.ws.registry.read_text())["sessions"]}
+    assert rows["reviewer"]["spec"]["env_names"] == ["ANTHROPIC_API_KEY"]  # restore hands it over again
+    assert rows["reviewer"]["spec"]["command"].startswith("claude --model opus")
+    assert json.loads(output_of(runs, "stop.sh reviewer"))["status"] == "stopped"
+    sessions = {s["name"]: s for s in box.ws.mam_json("status", env=box.env)["sessions"]}
+    assert (sessions["coder-1"]["live"], sessions["reviewer"]["live"]) == ("alive", "absent")

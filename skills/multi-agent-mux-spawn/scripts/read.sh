@@ -20,7 +20,7 @@ only=(); if [ $# -eq 2 ]; then only=(--server "$2"); fi
 # each of backend, server, host (empty: this machine), or an error on stderr and no line.
 rows=$(mam_run status --json --no-state ${only[@]+"${only[@]}"} 2>/dev/null || true)
 default=$(mam_run backends --json 2>/dev/null || true)
-where=$(python3 -I -c '
+place=$(python3 -I -c '
 import json, sys
 name, server = sys.argv[1], sys.argv[2]
 def load(text):
@@ -30,7 +30,7 @@ def load(text):
         return {}
 rows = [s for s in load(sys.argv[3]).get("sessions") or [] if s.get("name") == name]
 if len(rows) > 1:
-    places = ", ".join(sorted(f"{r.get(\"backend\")} server {r.get(\"server\")}" for r in rows))
+    places = ", ".join(sorted("%s server %s" % (r.get("backend"), r.get("server")) for r in rows))
     print(f"read.sh: {name} is registered on several servers ({places}): pass SERVER (or --backend)", file=sys.stderr)
     sys.exit(2)
 if rows:
@@ -40,7 +40,8 @@ else:
     backend = next((b["name"] for b in load(sys.argv[4]).get("backends", []) if b.get("default")), "")
     print(backend, server, "", sep="\n")
 ' "$1" "${2:-${MAM_SERVER:-mam}}" "$rows" "$default")
-{ read -r backend; read -r server; read -r host; } <<<"$where"
+mapfile -t where <<<"$place"
+backend=${where[0]:-} server=${where[1]:-} host=${where[2]:-}
 via=(--backend "$backend" exec --server "$server")
 if [ -n "$host" ]; then via+=(--host "$host"); fi
 case "$backend" in
