@@ -75,7 +75,7 @@ class Agentbox:
         return [self.run(skill, block) for block in blocks]
 
     def screen(self, name: str) -> str:
-        return self.tmux.run(self.server, "capture-pane", "-p", "-t", f"={name}:").stdout
+        return self.tmux.run(self.server, "capture-pane", "-p", "-J", "-t", f"={name}:").stdout
 
 
 @pytest.fixture
@@ -128,3 +128,17 @@ def test_spawn_skill_examples(box: Agentbox) -> None:
     assert json.loads(output_of(runs, "stop.sh reviewer"))["status"] == "stopped"
     sessions = {s["name"]: s for s in box.ws.mam_json("status", env=box.env)["sessions"]}
     assert (sessions["coder-1"]["live"], sessions["reviewer"]["live"]) == ("alive", "absent")
+
+
+def test_monitor_skill_examples(box: Agentbox) -> None:
+    spawn_blocked(box, "coder-1")
+    box.tmux.run(box.server, "kill-server")  # the crash the skill recovers from
+    runs = box.run_all("multi-agent-mux-monitor")
+    drift = json.loads(runs[0].proc.stdout)
+    assert [(d["class"], d["name"], d["action"]) for d in drift["drifts"]] == [("A", "coder-1", "mark_terminated")]
+    assert json.loads(output_of(runs, "--apply"))["applied"] is True
+    plan = output_of(runs, "--dry-run")
+    assert "would restore" in plan and "--resume" in plan
+    status = json.loads(runs[-1].proc.stdout)
+    assert [(s["name"], s["status"], s["live"]) for s in status["sessions"]] == [("coder-1", "running", "alive")]
+    assert "--resume" in box.screen("coder-1")  # its conversation resumed, not a new one
