@@ -358,3 +358,24 @@ def test_spawn_script_passes_its_options_to_mam(installed: Workspace) -> None:
     assert row["spec"]["command"].startswith("claude --model opus")
     proc = script(ws, "multi-agent-mux-spawn", "spawn.sh", "--model", "opus", "coder-3", "claude", env=env)
     assert proc.returncode == 2 and "unknown option: --model" in proc.stderr
+
+
+def test_every_mam_command_a_skill_names_exists(ws: Workspace) -> None:
+    """A skill must never teach a command or option this mam does not have."""
+    import re
+
+    named: set[tuple[str, str]] = set()
+    for name in NAMES:
+        text = (SKILLS / name / "SKILL.md").read_text()
+        blocks = re.findall(r"^```sh\n(.*?)^```$", text, flags=re.S | re.M)
+        spans = re.findall(r"`([^`\n]+)`", re.sub(r"^```.*?^```$", "", text, flags=re.S | re.M))
+        code = "\n".join(blocks + spans)
+        for command, rest in re.findall(r"(?:^|[\s(])mam ([a-z]+)((?: [^\n]*)?)", code, flags=re.M):
+            for option in re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", rest):
+                named.add((command, option))
+            named.add((command, ""))
+    assert {c for c, _ in named} >= {"wait", "send", "restore", "stop", "status"}
+    helps = {c: ws.mam(c, "--help") for c in {c for c, _ in named}}
+    for command, option in sorted(named):
+        assert helps[command].returncode == 0, f"mam {command} is not a command"
+        assert option in helps[command].stdout, f"mam {command} has no {option}"
