@@ -108,9 +108,12 @@ def test_status_skill_examples(box: Agentbox) -> None:
     blocked = json.loads(output_of(runs, "--state blocked"))
     assert [s["name"] for s in blocked["sessions"]] == ["coder-1"]
     assert "told: y" in box.screen("coder-1")  # the answer reached the agent
-    sent, _, waited_text = runs[-1].proc.stdout.partition("\n")
+    sent, _, waited_text = output_of(runs, "mam send").partition("\n")
     assert sent == "sent 1 characters to coder-1 and Enter"
     waited = json.loads(waited_text)
+    hooks = output_of(runs, "mam hooks status")
+    assert "claude" in hooks and "mam report" in hooks  # the status, then the diff install would make
+    assert not (Path(box.env["HOME"]) / ".claude" / "settings.json").exists()  # a dry run writes nothing
     assert waited["reached"] is True and waited["session"]["state"] in ("idle", "done")
 
 
