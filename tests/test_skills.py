@@ -364,18 +364,27 @@ def test_every_mam_command_a_skill_names_exists(ws: Workspace) -> None:
     """A skill must never teach a command or option this mam does not have."""
     import re
 
-    named: set[tuple[str, str]] = set()
+    helps: dict[tuple[str, ...], subprocess.CompletedProcess[str]] = {}
+
+    def help_of(words: tuple[str, ...]) -> subprocess.CompletedProcess[str]:
+        if words not in helps:
+            helps[words] = ws.mam(*words, "--help")
+        return helps[words]
+
+    named: set[tuple[tuple[str, ...], str]] = set()
     for name in NAMES:
         text = (SKILLS / name / "SKILL.md").read_text()
         blocks = re.findall(r"^```sh\n(.*?)^```$", text, flags=re.S | re.M)
         spans = re.findall(r"`([^`\n]+)`", re.sub(r"^```.*?^```$", "", text, flags=re.S | re.M))
-        code = "\n".join(blocks + spans)
-        for command, rest in re.findall(r"(?:^|[\s(])mam ([a-z]+)((?: [^\n]*)?)", code, flags=re.M):
-            for option in re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", rest):
-                named.add((command, option))
-            named.add((command, ""))
-    assert {c for c, _ in named} >= {"wait", "send", "restore", "stop", "status"}
-    helps = {c: ws.mam(c, "--help") for c in {c for c, _ in named}}
-    for command, option in sorted(named):
-        assert helps[command].returncode == 0, f"mam {command} is not a command"
-        assert option in helps[command].stdout, f"mam {command} has no {option}"
+        for command, rest in re.findall(r"(?:^|[\s(])mam ([a-z]+)((?: [^\n]*)?)", "\n".join(blocks + spans),
+                                        flags=re.M):
+            words: tuple[str, ...] = (command,)
+            sub = re.match(r" ([a-z]+)\b", rest)
+            if sub and "Commands:" in help_of(words).stdout:  # a group: `mam hooks install`
+                words = (command, sub.group(1))
+            named.add((words, ""))
+            named.update((words, option) for option in re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", rest))
+    assert {w[0] for w, _ in named} >= {"wait", "send", "restore", "stop", "hooks"}
+    for words, option in sorted(named):
+        assert help_of(words).returncode == 0, f"mam {' '.join(words)} is not a command"
+        assert option in help_of(words).stdout, f"mam {' '.join(words)} has no {option}"
