@@ -18,10 +18,24 @@ SKILLS = Path(__file__).resolve().parent.parent / "skills"
 NAMES = ["multi-agent-mux-monitor", "multi-agent-mux-spawn", "multi-agent-mux-status"]
 
 
+CHECKOUT = SKILLS.parent
+
+
+def mam_on_path(ws: Workspace) -> Path:
+    """A folder whose `mam` runs this checkout (never whichever mam happens to be installed)."""
+    folder = ws.root.parent / "mam-bin"
+    if not folder.exists():
+        folder.mkdir()
+        (folder / "mam").write_text(f'#!/bin/sh\nPYTHONPATH="{CHECKOUT}:{CHECKOUT / "backends"}" '
+                                    f'exec "{sys.executable}" -m mam "$@"\n')
+        (folder / "mam").chmod(0o755)
+    return folder
+
+
 def script(ws: Workspace, skill: str, name: str, *args: str, env: dict[str, str] | None = None,
            ) -> subprocess.CompletedProcess[str]:
     run_env = dict(env or ws.env)
-    run_env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{run_env['PATH']}"  # where `mam` is
+    run_env["PATH"] = f"{mam_on_path(ws)}{os.pathsep}{run_env['PATH']}"
     return subprocess.run([str(ws.root / ".agents" / "skills" / skill / "scripts" / name), *args], env=run_env,
                           cwd=ws.root, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
 
@@ -296,3 +310,81 @@ def test_install_again_over_an_unchanged_copy_needs_no_force(installed: Workspac
     proc = installed.mam("skills", "install")
     assert proc.returncode == 0, proc.stderr
     assert (installed.root / ".agents/skills/multi-agent-mux-status/notes.md").read_text() == "my notes\n"
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+def test_read_and_stop_find_a_tmux_row_with_no_config(installed: Workspace, tmux: Tmux) -> None:
+    """No $MAM_BACKEND, no config (mam's default is herdr), no SERVER argument: the row says tmux and where."""
+    ws = installed
+    server = tmux.name()
+    tmux.agent(server, "alpha", command="sh -c 'echo alpha is here; exec sleep 600'")
+    ws.write_registry(f"sessions:\n  - {{name: alpha, backend: tmux, server: {server}, status: running}}\n")
+    env = {**no_backend_env(ws), "PATH": os.pathsep.join(p for p in ws.env["PATH"].split(os.pathsep)
+                                                         if not (Path(p) / "herdr").exists())}
+    proc = script(ws, "multi-agent-mux-spawn", "read.sh", "alpha", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "alpha is here" in proc.stdout
+    proc = script(ws, "multi-agent-mux-spawn", "stop.sh", "alpha", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["status"] == "stopped"
+    assert tmux.run(server, "has-session", "-t", "=alpha", check=False).returncode != 0
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+def test_read_asks_which_server_when_a_name_is_on_several(installed: Workspace, tmux: Tmux) -> None:
+    ws = installed
+    one, two = tmux.name(), tmux.name()
+    tmux.agent(one, "alpha", command="sh -c 'echo on one; exec sleep 600'")
+    tmux.agent(two, "alpha", command="sh -c 'echo on two; exec sleep 600'")
+    ws.write_registry(f"sessions:\n  - {{name: alpha, backend: tmux, server: {one}, status: running}}\n"
+                      f"  - {{name: alpha, backend: tmux, server: {two}, status: running}}\n")
+    proc = script(ws, "multi-agent-mux-spawn", "read.sh", "alpha", env=no_backend_env(ws))
+    assert proc.returncode == 2
+    assert "several servers" in proc.stderr and one in proc.stderr and two in proc.stderr
+    proc = script(ws, "multi-agent-mux-spawn", "read.sh", "alpha", two, env=no_backend_env(ws))
+    assert proc.returncode == 0, proc.stderr
+    assert "on two" in proc.stdout and "on one" not in proc.stdout
+
+
+def test_spawn_script_passes_its_options_to_mam(installed: Workspace) -> None:
+    ws = installed
+    env = {**ws.env, "MAM_SERVER": "team", "TICKET": "MAM-22"}
+    proc = script(ws, "multi-agent-mux-spawn", "spawn.sh", "--cwd", str(ws.root), "--env", "TICKET",
+                  "--command=claude --model opus", "coder-2", "claude", "--", "--verbose", env=env)
+    assert proc.returncode == 0, proc.stderr
+    row = yaml.safe_load(ws.registry.read_text())["sessions"][0]
+    assert (row["name"], row["server"], row["spec"]["cwd"], row["spec"]["env_names"]) == (
+        "coder-2", "team", str(ws.root), ["TICKET"])
+    assert row["spec"]["command"].startswith("claude --model opus")
+    proc = script(ws, "multi-agent-mux-spawn", "spawn.sh", "--model", "opus", "coder-3", "claude", env=env)
+    assert proc.returncode == 2 and "unknown option: --model" in proc.stderr
+
+
+def test_every_mam_command_a_skill_names_exists(ws: Workspace) -> None:
+    """A skill must never teach a command or option this mam does not have."""
+    import re
+
+    helps: dict[tuple[str, ...], subprocess.CompletedProcess[str]] = {}
+
+    def help_of(words: tuple[str, ...]) -> subprocess.CompletedProcess[str]:
+        if words not in helps:
+            helps[words] = ws.mam(*words, "--help")
+        return helps[words]
+
+    named: set[tuple[tuple[str, ...], str]] = set()
+    for name in NAMES:
+        text = (SKILLS / name / "SKILL.md").read_text()
+        blocks = re.findall(r"^```sh\n(.*?)^```$", text, flags=re.S | re.M)
+        spans = re.findall(r"`([^`\n]+)`", re.sub(r"^```.*?^```$", "", text, flags=re.S | re.M))
+        for command, rest in re.findall(r"(?:^|[\s(])mam ([a-z]+)((?: [^\n]*)?)", "\n".join(blocks + spans),
+                                        flags=re.M):
+            words: tuple[str, ...] = (command,)
+            sub = re.match(r" ([a-z]+)\b", rest)
+            if sub and "Commands:" in help_of(words).stdout:  # a group: `mam hooks install`
+                words = (command, sub.group(1))
+            named.add((words, ""))
+            named.update((words, option) for option in re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", rest))
+    assert {w[0] for w, _ in named} >= {"wait", "send", "restore", "stop", "hooks"}
+    for words, option in sorted(named):
+        assert help_of(words).returncode == 0, f"mam {' '.join(words)} is not a command"
+        assert option in help_of(words).stdout, f"mam {' '.join(words)} has no {option}"
