@@ -7,7 +7,7 @@ import click
 import typer
 
 from mam import __version__
-from mam.cli import agents, interact, queries, tools
+from mam.cli import agents, interact, queries, tools, top
 from mam.cli.context import State, show_help
 
 DESCRIPTION = "mam, the multi-agent mux: track the coding agents running in terminal multiplexer panes."
@@ -107,6 +107,9 @@ _add(app, "wait", interact.wait, "Wait until an agent is in one of some states (
                                  "--timeout. Never starts a server.")
 _add(app, "send", interact.send, "Type text into an agent's pane, as characters; --enter presses Enter. Never "
                                  "starts a server.")
+_add(app, "top", top.top, "A full-screen live view of every agent, blocked ones first; keys attach, peek, send, "
+                         "answer, stop, restore and filter. Needs a terminal and Textual (mam[top]).",
+     "A full-screen live view of every agent, blocked first; keys act on the selected one.")
 _add(app, "bootstrap", agents.bootstrap, "Start a server of the selected backend if it is down, with a scrubbed "
                                          "environment.")
 _add(app, "spawn", agents.spawn, "Start an agent in a new pane or session, registered at once; starts its server "
