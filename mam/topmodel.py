@@ -17,9 +17,10 @@ FIRST_STATES = ("blocked", "done")
 
 # Every column, widest view first, and the order in which they are dropped as the terminal narrows: the age of
 # the reading goes first (the server lines say when a server was last seen), then where the state came from,
-# the host, how long the agent has been in its state, and its server; name, state and why always stay.
+# the host, the backend, how long the agent has been in its state, and its server; name, state and why always
+# stay. At 80 columns: NAME SERVER STATE FOR WHY.
 COLUMNS = ("name", "backend", "server", "host", "state", "source", "age", "for", "why")
-DROP_ORDER = ("age", "source", "host", "for", "server")
+DROP_ORDER = ("age", "source", "host", "backend", "for", "server")
 WIDTHS = {"name": 16, "backend": 7, "server": 16, "host": 10, "state": 8, "source": 6, "age": 5, "for": 6}
 MIN_WHY = 20  # the room the reason keeps before another column is dropped
 HEADERS = {"name": "NAME", "backend": "BACKEND", "server": "SERVER", "host": "HOST", "state": "STATE",
@@ -110,6 +111,11 @@ def columns_for(width: int) -> list[str]:
             break
         shown.remove(column)
     return shown
+
+
+def why_width(width: int, shown: Sequence[str]) -> int:
+    """The room left for the reason once the other columns (and their padding, and a scroll bar) have theirs."""
+    return max(MIN_WHY, width - sum(WIDTHS.get(c, 0) + 2 for c in shown) - 4)
 
 
 class Pacer:

@@ -19,7 +19,18 @@ from textual.widgets import DataTable, Input, Static
 from mam.cli.top import Actions, attach
 from mam.errors import MamError
 from mam.render import visible
-from mam.topmodel import HEADERS, Pacer, Poller, ServerLine, TopRow, columns_for, filtered, fingerprint
+from mam.topmodel import (
+    HEADERS,
+    WIDTHS,
+    Pacer,
+    Poller,
+    ServerLine,
+    TopRow,
+    columns_for,
+    filtered,
+    fingerprint,
+    why_width,
+)
 
 TICK = 0.25  # seconds between two looks at the poller (cheap: a snapshot under a lock)
 STYLES = {"blocked": "bold red", "done": "green", "working": "yellow", "idle": "cyan", "unknown": "dim"}
@@ -132,7 +143,7 @@ class TopApp(App[None]):
         self.query_text = ""
         self.rows: list[TopRow] = []
         self.lines: list[ServerLine] = []
-        self._columns: list[str] = []
+        self._layout: tuple[tuple[str, ...], int] = ((), 0)
         self._next_refresh = 0.0
         self._seen_version = -1
         self._last_print: Any = None
@@ -187,11 +198,12 @@ class TopApp(App[None]):
         columns = columns_for(self.size.width)
         selected = self.selected()
         with self.batch_update():
-            if columns != self._columns:
+            if (tuple(columns), self.size.width) != self._layout:
                 table.clear(columns=True)
                 for column in columns:
-                    table.add_column(HEADERS[column], key=column)
-                self._columns = columns
+                    table.add_column(HEADERS[column], key=column,
+                                     width=WIDTHS.get(column) or why_width(self.size.width, columns))
+                self._layout = (tuple(columns), self.size.width)
             table.clear()
             for row in shown:
                 cells = row.cells(now)
@@ -289,7 +301,7 @@ class TopApp(App[None]):
     def action_keys(self) -> None:
         self.push_screen(Pager("keys", [f"{key:>6}  {what}" for key, what in KEYS] + [
             "", "Rows: blocked first, then done, then the rest. Columns dropped as the terminal narrows: AGE, "
-                "SOURCE, HOST, FOR, SERVER."]))
+                "SOURCE, HOST, BACKEND, FOR, SERVER."]))
 
     def action_peek(self) -> None:
         row = self.selected_row()
