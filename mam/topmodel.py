@@ -21,7 +21,7 @@ FIRST_STATES = ("blocked", "done")
 # stay. At 80 columns: NAME SERVER STATE FOR WHY.
 COLUMNS = ("name", "backend", "server", "host", "state", "source", "age", "for", "why")
 DROP_ORDER = ("age", "source", "host", "backend", "for", "server")
-WIDTHS = {"name": 16, "backend": 7, "server": 16, "host": 10, "state": 8, "source": 6, "age": 5, "for": 6}
+WIDTHS = {"name": 17, "backend": 8, "server": 17, "host": 11, "state": 8, "source": 7, "age": 5, "for": 5}
 MIN_WHY = 20  # the room the reason keeps before another column is dropped
 HEADERS = {"name": "NAME", "backend": "BACKEND", "server": "SERVER", "host": "HOST", "state": "STATE",
            "source": "SOURCE", "age": "AGE", "for": "FOR", "why": "WHY"}
@@ -113,9 +113,15 @@ def columns_for(width: int) -> list[str]:
     return shown
 
 
-def why_width(width: int, shown: Sequence[str]) -> int:
-    """The room left for the reason once the other columns (and their padding, and a scroll bar) have theirs."""
-    return max(MIN_WHY, width - sum(WIDTHS.get(c, 0) + 2 for c in shown) - 4)
+def widths_for(width: int, shown: Sequence[str], rows: Sequence[TopRow], now: float) -> dict[str, int]:
+    """Each shown column's width: as wide as its longest cell or header, at most its WIDTHS; the reason gets
+    the room left (after each column's padding and a scroll bar), at least MIN_WHY."""
+    cells = [row.cells(now) for row in rows]
+    widths = {c: min(WIDTHS[c], max([len(HEADERS[c]), *(len(cell[c]) for cell in cells)]) + 1) for c in shown
+              if c != "why"}  # + 1: a gap after the longest, which the table's own padding does not always leave
+    if "why" in shown:
+        widths["why"] = max(MIN_WHY, width - sum(w + 2 for w in widths.values()) - 4)
+    return widths
 
 
 class Pacer:

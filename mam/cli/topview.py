@@ -21,7 +21,6 @@ from mam.errors import MamError
 from mam.render import visible
 from mam.topmodel import (
     HEADERS,
-    WIDTHS,
     Pacer,
     Poller,
     ServerLine,
@@ -29,7 +28,7 @@ from mam.topmodel import (
     columns_for,
     filtered,
     fingerprint,
-    why_width,
+    widths_for,
 )
 
 TICK = 0.25  # seconds between two looks at the poller (cheap: a snapshot under a lock)
@@ -143,7 +142,7 @@ class TopApp(App[None]):
         self.query_text = ""
         self.rows: list[TopRow] = []
         self.lines: list[ServerLine] = []
-        self._layout: tuple[tuple[str, ...], int] = ((), 0)
+        self._layout: dict[str, int] = {}
         self._next_refresh = 0.0
         self._seen_version = -1
         self._last_print: Any = None
@@ -198,12 +197,12 @@ class TopApp(App[None]):
         columns = columns_for(self.size.width)
         selected = self.selected()
         with self.batch_update():
-            if (tuple(columns), self.size.width) != self._layout:
+            widths = widths_for(self.size.width, columns, shown, now)
+            if widths != self._layout:  # a resize, or a longer name: the columns again, in the same frame
                 table.clear(columns=True)
                 for column in columns:
-                    table.add_column(HEADERS[column], key=column,
-                                     width=WIDTHS.get(column) or why_width(self.size.width, columns))
-                self._layout = (tuple(columns), self.size.width)
+                    table.add_column(HEADERS[column], key=column, width=widths[column])
+                self._layout = widths
             table.clear()
             for row in shown:
                 cells = row.cells(now)
