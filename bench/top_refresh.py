@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -55,10 +54,12 @@ def refresh_costs(env: dict[str, str], workspace: str, runs: int) -> dict[str, l
 
 
 def measure(servers: int = 10, agents: int = 5, runs: int = 10) -> dict[str, Any]:
-    mam = shutil.which("mam") or "mam"
     with servers_with_agents(servers, agents) as (env, workspace):
         top = refresh_costs(env, workspace, runs)
-        status = interleaved([("mam status", [mam, "--backend", "tmux", "status", "--json"])], runs, env, workspace)
+        # This checkout's mam, as the in-process poller above runs it (not whichever `mam` is first on PATH).
+        here = {**env, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "backends")])}
+        status = interleaved([("mam status", [sys.executable, "-m", "mam", "--backend", "tmux", "status", "--json"])],
+                             runs, here, workspace)
     return {"servers": servers, "agents": servers * agents, "top": top, "status_ms": status["mam status"]}
 
 
