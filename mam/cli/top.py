@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from mam.cli import complete
-from mam.cli.context import begin
+from mam.cli.context import begin, end_children
 from mam.cli.options import HostFilter
 from mam.errors import MamError
 
@@ -44,7 +44,10 @@ def top(ctx: typer.Context,
     from mam.cli.topview import TopApp
 
     actions = Actions(call.open(), server or (), host)
-    TopApp(actions, interval=interval).run()
+    try:
+        TopApp(actions, interval=interval).run()
+    finally:
+        end_children()  # a call still waiting on a hung server ends with the view
     return 0
 
 
