@@ -143,6 +143,8 @@ class TopApp(App[None]):
         self.rows: list[TopRow] = []
         self.lines: list[ServerLine] = []
         self._layout: dict[str, int] = {}
+        self._drawn_keys: list[str] = []  # the rows in the table, top to bottom, and their cells
+        self._drawn: dict[str, dict[str, tuple[str, str]]] = {}  # Text's == ignores its style: compare both
         self._next_refresh = 0.0
         self._seen_version = -1
         self._last_print: Any = None
@@ -203,14 +205,23 @@ class TopApp(App[None]):
                 for column in columns:
                     table.add_column(HEADERS[column], key=column, width=widths[column])
                 self._layout = widths
-            table.clear()
-            for row in shown:
-                cells = row.cells(now)
-                style = "dim" if row.stale else STYLES.get(row.state, "")
-                table.add_row(*[Text(visible(cells[c]), style=style if c == "state" else ("dim" if row.stale else ""))
-                                for c in columns], key=_key_of(row))
-            if selected is not None and selected in [r.key for r in shown]:
-                table.move_cursor(row=[r.key for r in shown].index(selected), animate=False)
+                self._drawn_keys = []  # new columns: every row again
+            drawn = {_key_of(row): self._cells(row, columns, now) for row in shown}
+            if list(drawn) == self._drawn_keys and table.row_count == len(drawn):
+                # The same rows in the same order: only the cells that changed are rewritten, in place.
+                for key, cells in drawn.items():
+                    for column, cell in zip(columns, cells, strict=True):
+                        if self._drawn.get(key, {}).get(column) != (cell.plain, str(cell.style)):
+                            table.update_cell(key, column, cell)
+            else:
+                table.clear()
+                for key, cells in drawn.items():
+                    table.add_row(*cells, key=key)
+                if selected is not None and selected in [r.key for r in shown]:
+                    table.move_cursor(row=[r.key for r in shown].index(selected), animate=False)
+            self._drawn_keys = list(drawn)
+            self._drawn = {key: {c: (cell.plain, str(cell.style)) for c, cell in zip(columns, cells, strict=True)}
+                           for key, cells in drawn.items()}
             blocked = sum(r.state == "blocked" for r in self.rows)
             seen = f"refreshed {int(now - self._refreshed_at)}s ago" if self._refreshed_at else "asking the servers"
             flt = f"  filter: {self.query_text}" if self.query_text else ""
@@ -218,6 +229,12 @@ class TopApp(App[None]):
                 f"mam top  {len(shown)}/{len(self.rows)} agents, {blocked} blocked  {seen}, every "
                 f"{self.pacer.interval:.1f}s{flt}")))
             self.query_one("#servers", Static).update(Text("\n".join(visible(line.text(now)) for line in self.lines)))
+
+    @staticmethod
+    def _cells(row: TopRow, columns: list[str], now: float) -> list[Text]:
+        cells = row.cells(now)
+        style = "dim" if row.stale else STYLES.get(row.state, "")
+        return [Text(visible(cells[c]), style=style if c == "state" else ("dim" if row.stale else "")) for c in columns]
 
     def selected(self) -> tuple[str, str, str, str] | None:
         table: DataTable[Any] = self.query_one(DataTable)
