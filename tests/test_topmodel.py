@@ -197,6 +197,7 @@ def test_top_without_textual_says_how_to_install_it(monkeypatch: pytest.MonkeyPa
             return True
 
     monkeypatch.setitem(sys.modules, "textual", None)  # import textual now raises ImportError
+    monkeypatch.delitem(sys.modules, "mam.cli.topview", raising=False)  # imported afresh, as in a new process
     monkeypatch.setattr(sys, "stdin", Tty())
     monkeypatch.setattr(sys, "stdout", Tty())
     monkeypatch.setenv("MAM_WORKSPACE", str(ws.root))

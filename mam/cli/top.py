@@ -38,10 +38,11 @@ def top(ctx: typer.Context,
         raise MamError("usage", "mam top is a full-screen view and needs a terminal",
                        hint="for output to a pipe or a file use `mam status --watch` (or `mam status --json`)")
     try:
-        import textual  # noqa: F401 - only to say how to install it when it is missing
-    except ImportError:
+        from mam.cli.topview import TopApp
+    except ImportError as exc:
+        if (exc.name or "").partition(".")[0] not in ("textual", "rich"):
+            raise
         raise MamError("operation_failed", f"mam top needs Textual, which is not installed: {INSTALL_HINT}") from None
-    from mam.cli.topview import TopApp
 
     actions = Actions(call.open(), server or (), host)
     try:
