@@ -107,3 +107,34 @@ def greys(svg: str) -> set[str]:
         if max(r, g, b) - min(r, g, b) <= 8:
             found.add(c)
     return found
+
+
+def test_enter_hands_the_terminal_to_the_attach_client_and_comes_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    import contextlib
+
+    from mam.cli import topview
+
+    ran: list[tuple[str, list[str]]] = []
+
+    class Attaching(Stand):
+        def attach_command(self, row: TopRow) -> tuple[str, list[str], dict[str, str]]:
+            return ("/usr/bin/tmux", ["tmux", "-L", row.server, "attach-session", "-t", f"={row.name}"], {})
+
+    def attach(program: str, argv: list[str], env: dict[str, str]) -> int:
+        ran.append((program, argv))
+        return 0
+
+    monkeypatch.setattr(topview, "attach", attach)
+    app = TopApp(Attaching(), interval=0.2)  # type: ignore[arg-type]
+    monkeypatch.setattr(app, "suspend", contextlib.nullcontext)  # the headless driver has no terminal to give
+
+    async def steps(pilot: Any) -> None:
+        await pilot.press("down", "enter")  # writer: second, below the blocked asker
+        for _ in range(100):
+            if "detached" in said(app):
+                break
+            await pilot.pause(0.05)
+        assert ran == [("/usr/bin/tmux", ["tmux", "-L", "team", "attach-session", "-t", "=writer"])]
+        assert said(app) == "attach writer: detached (exit 0)"
+
+    run(app, steps)
