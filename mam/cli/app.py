@@ -33,7 +33,8 @@ environment:
 \b
 exit codes: 0 done (drift and unknown servers are findings), 1 an operation failed, 2 bad input,
 3 backend or its binary not found, 4 a backend plugin failed to load.
-Every command but exec takes --json, after the command or before it (exec prints the backend's own output).
+Every command but exec and top takes --json, after the command or before it (exec prints the backend's own
+output; top is a live view).
 Shell completion: mam --install-completion (bash, zsh or fish)."""
 
 SETTINGS: dict[str, Any] = {"help_option_names": ["-h", "--help"]}
