@@ -134,7 +134,7 @@ def test_top_over_a_tmux_fleet(ws: Workspace, tmux: Tmux, tmp_path: Path) -> Non
             # `x` stops only after a yes; `n` leaves it running.
             await select(pilot, app, "worker")
             await pilot.press("x", "n")
-            await pilot.pause(0.3)
+            assert said(app) == "worker left running"
             assert tmux.run(one, "has-session", "-t", "=worker", check=False).returncode == 0
             await pilot.press("x", "y")
             await until(pilot, lambda: tmux.run(one, "has-session", "-t", "=worker", check=False).returncode != 0)
