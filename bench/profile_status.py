@@ -22,9 +22,10 @@ import time
 t0 = time.perf_counter()
 import json, sys
 from mam.app import App
-from mam.servers import call_context, resolve_explicit_backend
-from mam.commands.status import session_entry
-from mam.servers import query_servers
+from mam.availability import resolve_explicit_backend
+from mam.fanout import call_context
+from mam.rows import session_entry
+from mam.fanout import query_servers
 t1 = time.perf_counter()
 app = App.open(None, "tmux")
 reg = app.load_registry()

@@ -68,7 +68,7 @@ def loopback_sshd(plain_login: bool = True) -> Iterator[loopback.Sshd]:
 def _route(server: loopback.Sshd, control: Path, tmpdir: str, home: str) -> Any:
     from mam.envscrub import DEFAULT_RULES, keep_rules
     from mam.remote import unset_patterns
-    from mam.runner import Route
+    from mam.route import Route
     from mam.transport import SshTransport
 
     scrub = [rule.pattern for rule in DEFAULT_RULES] + ["TMUX", "TMUX_PANE", "HERDR_*", "ZELLIJ*"]
@@ -81,7 +81,7 @@ def api_listing(servers: Sequence[str], env: dict[str, str], route: Any, *,
     """One status fan-out through the backend object: each server listed in a worker of its own; `batched`:
     the calls of the fan-out share one ssh session (mam.batch)."""
     from mam.api import CallContext, Failure
-    from mam.runner import with_route
+    from mam.route import with_route
     from mam_tmux.backend import TmuxBackend
 
     backend = TmuxBackend()

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 
 from mam.logfile import open_log, open_text_log
 from mam.names import NAME_PATTERN, SESSION_ID_PATTERN, is_valid_name
+from mam.plugin.helpers import first_line, parse_or_failure, poll_until
 from mam.plugin.listing import find_for_stop
 from mam.plugin.records import (
     AGENT_STATES,
@@ -37,7 +38,6 @@ from mam.plugin.records import (
     StopResult,
 )
 from mam.plugin.spec import HOOK_API, hookimpl
-from mam.runner import first_line, parse_or_failure, poll_until
 
 
 def run(argv: Sequence[str], *, timeout: float, env: Mapping[str, str], cwd: str | None = None) -> CommandResult:
@@ -52,18 +52,18 @@ def run(argv: Sequence[str], *, timeout: float, env: Mapping[str, str], cwd: str
 def read_text(path: str, *, timeout: float, env: Mapping[str, str]) -> str | None:
     """The text of a file on the machine the backend's processes run on (this one, or the host its calls go to
     over ssh); None when it cannot be read. For a look at system state such as /proc/net/unix."""
-    from mam import runner
+    from mam import machine
 
-    return runner.read_text(path, timeout=timeout, env=env)
+    return machine.read_text(path, timeout=timeout, env=env)
 
 
 def net_namespaces(*, timeout: float, env: Mapping[str, str]) -> dict[str, list[str]] | None:
     """The network namespaces (`net:[N]`) of the processes mam can see on the machine the backend's processes
     run on, each with their pids; None when there is no /proc to tell. For reading every namespace's
     /proc/PID/net/unix: the table at /proc/net/unix lists the reader's namespace only."""
-    from mam import runner
+    from mam import machine
 
-    return runner.net_namespaces(timeout=timeout, env=env)
+    return machine.net_namespaces(timeout=timeout, env=env)
 
 
 __all__ = [

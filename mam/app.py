@@ -12,7 +12,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mam import envscrub, registry, runner
+from mam import envscrub, registry, runner, settings
 from mam.errors import MamError
 from mam.names import check_name
 from mam.plugin.records import ScrubRule
@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # pluggy is loaded only by commands that reach a backend
     from mam.kinds.library import Library
     from mam.plugin.manager import Plugins
     from mam.remote import Routes
-    from mam.runner import Route
+    from mam.route import Route
 
 
 START_TIMEOUT_VAR = "MAM_HERDR_START_TIMEOUT"
@@ -58,7 +58,7 @@ class App:
             check_name(backend, "backend name")
         app = cls(open_workspace(workspace, env), env, backend)
         app.timeout, app.bootstrap_wait  # noqa: B018 - a bad $MAM_TIMEOUT is refused by every command, at once
-        runner.set_max_output(runner.max_output_from_env(env))
+        runner.set_max_output(settings.max_output_from_env(env))
         check_start_timeout(env)
         return app
 
@@ -93,7 +93,7 @@ class App:
     @cached_property
     def kinds(self) -> Library:
         """The agent-kind library with the workspace's .mam/states.yaml, read once per command (a bad file is
-        refused, exit 2). `status` loads its own, in a thread beside the listings (mam.commands.state)."""
+        refused, exit 2). `status` loads its own, in a thread beside the listings (mam.agentstate)."""
         from mam.kinds.library import load_library
 
         return load_library(self.workspace.dot_mam / "states.yaml")
@@ -106,11 +106,11 @@ class App:
 
     @cached_property
     def timeout(self) -> float:
-        return runner.timeout_from_env(self.env)
+        return settings.timeout_from_env(self.env)
 
     @cached_property
     def bootstrap_wait(self) -> float:
-        return runner.timeout_from_env(self.env, "MAM_BOOTSTRAP_TIMEOUT", 10.0)
+        return settings.timeout_from_env(self.env, "MAM_BOOTSTRAP_TIMEOUT", 10.0)
 
     def scrub_plan(self, all_plugins: bool = True) -> envscrub.ScrubPlan:
         config = self.workspace.config

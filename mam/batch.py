@@ -16,12 +16,10 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
 
+from mam import runner
 from mam.plugin.records import CommandResult
-
-if TYPE_CHECKING:
-    from mam.runner import Route
+from mam.route import Route, finish_remote, run_remote
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 WINDOW = 0.005  # seconds the first call waits for the others of its fan-out
@@ -121,12 +119,10 @@ class Batch:
         return call.result
 
     def _execute(self, route: Route, calls: list[_Call]) -> None:
-        from mam.runner import Route, _finish_remote, _run_remote, max_output
-
         started = time.monotonic()
         try:
             if len(calls) == 1:
-                calls[0].result = _run_remote(route, calls[0].argv, timeout=calls[0].timeout, env=calls[0].env)
+                calls[0].result = run_remote(route, calls[0].argv, timeout=calls[0].timeout, env=calls[0].env)
                 return
             nonce = "mam-" + secrets.token_hex(16)
             for c in calls:
@@ -135,8 +131,8 @@ class Batch:
             body = script([c.argv for c in calls], nonce, prelude(route.env_unset, route.env_set))
             timeout = max(c.timeout for c in calls)
             # The script applies the route's environment itself: one sh, no env or sed processes.
-            whole = _run_remote(Route(route.transport), ["sh", "-c", body, "sh"], timeout=timeout,
-                                env=calls[0].env, limit=len(calls) * max_output())  # each call's share
+            whole = run_remote(Route(route.transport), ["sh", "-c", body, "sh"], timeout=timeout,
+                               env=calls[0].env, limit=len(calls) * runner.max_output())  # each call's share
             framed = parse(whole.stdout, nonce, len(calls)) if whole.returncode == 0 else None
             if whole.transport_error is not None or whole.timed_out:
                 for c in calls:  # ssh itself failed or hung: so would each of them have
@@ -146,7 +142,7 @@ class Batch:
                 _run_each(route, calls, started)
             else:
                 for c, (code, out, err) in zip(calls, framed, strict=True):
-                    c.result = _finish_remote(route, c.argv, c.timeout, CommandResult(c.argv, code, out, err))
+                    c.result = finish_remote(route, c.argv, c.timeout, CommandResult(c.argv, code, out, err))
         except ValueError:
             _run_each(route, calls, started)
         finally:
@@ -160,14 +156,12 @@ def _run_each(route: Route, calls: Sequence[_Call], started: float) -> None:
     """Run each call again on its own, all at once, each within what is left of its own time limit (counted
     from `started`, when the batch began): a batch that failed must not cost its calls one after another (eight
     hung servers were eight time limits), nor any call more than its one time limit."""
-    from mam.runner import _run_remote
-
     def one(call: _Call) -> None:
         left = call.timeout - (time.monotonic() - started)
         if left <= 0:
             call.result = CommandResult(call.argv, None, "", "", timed_out=True, timeout=call.timeout)
         else:
-            result = _run_remote(route, call.argv, timeout=left, env=call.env)
+            result = run_remote(route, call.argv, timeout=left, env=call.env)
             call.result = replace(result, timeout=call.timeout) if result.timed_out else result
 
     if len(calls) == 1:

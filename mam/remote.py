@@ -1,6 +1,6 @@
 """The route of a command's backend calls to another host: which transport, and what the remote side must lose.
 
-A server on another host is a server whose backend commands run over ssh (mam.runner.Route); nothing here knows
+A server on another host is a server whose backend commands run over ssh (mam.route.Route); nothing here knows
 any backend. The remote side gets the remote login's environment, never the caller's: so that no marker there
 can steer a server, every variable pattern the local scrub removes is unset there too, and `$MAM_SSH_ENV` is set.
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from mam.errors import MamError
-from mam.runner import Route
+from mam.route import Route
 
 if TYPE_CHECKING:
     from mam.envscrub import KeepRule
@@ -84,7 +84,8 @@ def build_route(app: AppLike, host: str) -> Route | None:
     """The route to `host` (None for this machine): check_host first (exit 2 for anything ssh could read as an
     option), shared connections under <workspace>/.mam/ssh, ssh's connect timeout from $MAM_TIMEOUT."""
     from mam.envscrub import ALWAYS_REMOVED, keep_rules
-    from mam.transport import SshTransport, check_host, is_local
+    from mam.names import check_host, is_local
+    from mam.transport import SshTransport
 
     host = check_host(host)
     if is_local(host):

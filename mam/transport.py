@@ -17,20 +17,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from mam.errors import MamError
-from mam.names import shown
+from mam.names import check_host, is_local, match_host
 from mam.plugin.records import CommandResult, ErrorKind, ServerError
 
-LOCAL = "local"  # the `host:` value (like an empty or absent one) that means this machine
 CONTROL_PERSIST = 60  # seconds a shared connection stays open after its last call
 
-# A destination OpenSSH reads as a destination and nothing else: [user@]name[:port], [user@][v6][:port] or a
-# bare IPv6 address. Never a leading '-' (an option), no whitespace, quote, '%' (a ssh token), '/' (ssh://...).
-_USER = r"(?:[A-Za-z0-9_][A-Za-z0-9._-]{0,63}@)?"
-_PORT = r"(?::(?P<port>[0-9]{1,5}))?"
-_HOST_RE = re.compile(
-    _USER + r"(?:(?P<name>[A-Za-z0-9_][A-Za-z0-9._-]{0,252})" + _PORT
-    + r"|\[(?P<v6b>[0-9A-Fa-f:.]{2,45})\](?::(?P<port6>[0-9]{1,5}))?"
-    + r"|(?P<v6>[0-9A-Fa-f]*:[0-9A-Fa-f]*:[0-9A-Fa-f:.]*))")
 _VAR_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 # ssh binds a master's socket at ControlPath + "." + 16 random characters, then renames it into place; sun_path
@@ -42,36 +33,11 @@ _SOCKET_TAIL = len("/") + 40 + len(".") + 16 + 1
 _PLAIN_PATH = re.compile(r"/[A-Za-z0-9/._+-]*")
 
 
-def is_local(host: str | None) -> bool:
-    return host is None or host in ("", LOCAL)
-
-
-def check_host(host: str) -> str:
-    """`host` unchanged when ssh can only read it as a destination; LOCAL for this machine ("" or "local").
-    Anything else (an option, whitespace, a control character, shell or ssh syntax) is a usage error."""
-    if is_local(host):
-        return LOCAL
-    if host.startswith("-"):
-        problem = "it begins with '-', which ssh would read as an option"
-    elif any(ch.isspace() or not ch.isprintable() for ch in host):
-        problem = "it contains whitespace or a control character"
-    else:
-        match = _HOST_RE.fullmatch(host)
-        port = match and (match["port"] or match["port6"])
-        if match is None:
-            problem = "expected [user@]host[:port], an ssh_config alias or an IP address"
-        elif port and not 0 < int(port) < 65536:
-            problem = f"port {port} is not between 1 and 65535"
-        else:
-            return host
-    raise MamError("usage", f"invalid host {shown(host)}: {problem}")
-
-
 def split_host(host: str) -> tuple[str, int | None]:
     """The destination and port ssh gets for a host check_host accepted: `h:22` is `-p 22` and `h`."""
     if is_local(host):
         raise ValueError(f"not a remote host: {host!r}")
-    match = _HOST_RE.fullmatch(check_host(host))
+    match = match_host(check_host(host))
     if match is None:  # check_host accepted it, so it matched
         raise ValueError(f"not a remote host: {host!r}")
     user = host[:host.index("@") + 1] if "@" in host else ""

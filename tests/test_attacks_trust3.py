@@ -18,7 +18,7 @@ from sshd import Sshd, _client_config, _free_port, _keygen, _server_config
 
 from conftest import Tmux, Workspace, base_env
 from mam import runner
-from mam.runner import Route, remote_route
+from mam.route import Route, remote_route
 from mam.transport import SshTransport
 
 # -- 6. a wait ends at its deadline ---------------------------------------------------------------------------

@@ -107,7 +107,9 @@ def test_without_a_current_twin_the_yaml_is_what_counts(tmp_path: Path, monkeypa
 
 def test_every_shipped_kind_with_a_program_can_be_spawned_by_its_name() -> None:
     """`mam spawn --agent KIND` runs a kind's own program: every kind the library reads screens for is one."""
-    from mam.commands.lifecycle import AGENT_COMMANDS
+    from mam.kinds.library import agent_programs
+
+    AGENT_COMMANDS = agent_programs()
 
     for name, kind in SHIPPED.kinds.items():
         if kind.programs:
@@ -306,6 +308,7 @@ HEAD = "schema: 1\nkinds:\n  claude:\n    rules:\n"
     ("schema: 1\nkinds:\n  Bad Name:\n    programs: []\n", 3, "kind name"),
     ("schema: 2\nkinds: {}\n", 1, "schema must be 1"),
     ("schema: 1\nkinds: {}\nextra: 1\n", 3, "unknown key 'extra'"),
+    ("schema: 1\nkinds: {}\nspawn_only:\n  mine: mine\n", 3, "unknown key 'spawn_only'"),  # shipped only
     ("schema: 1\nkinds:\n  a: &x {programs: [a]}\n  b: *x\n", 3, "anchors and aliases"),
     ("schema: 1\nkinds:\n  a: {}\n  a: {}\n", 4, "duplicate key 'a'"),
     ("schema: 1\nkinds: [\n", 3, "not valid YAML"),

@@ -1,6 +1,6 @@
 """Backend calls routed to another host through ssh: the real sshd on 127.0.0.1 and real tmux on private sockets.
 
-The backend object is driven as the core drives it, inside a route (mam.runner.remote_route): it builds the
+The backend object is driven as the core drives it, inside a route (mam.route.remote_route): it builds the
 same argv as for this machine and never learns where it runs. The "remote" tmux servers live under a private
 TMUX_TMPDIR set on the remote side by the route (as $MAM_SSH_ENV does), so none is a default server.
 """
@@ -36,7 +36,7 @@ from mam.plugin.records import (
     SpawnRequest,
 )
 from mam.remote import Routes, build_route, parse_ssh_env, unset_patterns
-from mam.runner import Route, remote_route, with_route
+from mam.route import Route, current_route, remote_route, with_route
 from mam.transport import SshTransport
 from mam_tmux.backend import TmuxBackend
 
@@ -222,7 +222,7 @@ def test_parallel_workers_each_enter_their_route(remote: Remote) -> None:
         assert isinstance(answer, Failure) and answer.result.transport_error is None
         assert _classify(backend, answer).kind is ErrorKind.SERVER_DOWN
     assert isinstance(local, Failure) and local.result.argv[0] == "tmux"
-    assert runner.current_route() is None
+    assert current_route() is None
 
 
 def test_a_program_missing_on_the_remote_side_is_not_installed(remote: Remote) -> None:

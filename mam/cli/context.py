@@ -98,8 +98,8 @@ def emit(doc: dict[str, Any], as_json: bool, text: str | None = None, compact: b
 
 def say_unanswered(app: App, doc: dict[str, Any]) -> int:
     """Servers that could not be asked are said first, on stderr; a missing backend binary is exit 3."""
-    from mam.commands.status import unanswered
     from mam.render import visible
+    from mam.statusview import unanswered
 
     notes, binary_missing = unanswered(app, doc)
     for note in notes:

@@ -27,8 +27,8 @@ def wait(ctx: typer.Context,
          as_json: Json = False) -> int:
     call = begin(ctx, as_json)
     from mam.commands.interact import check_timeout, wait_document
-    from mam.commands.status import parse_state_filter
     from mam.render import state_text, visible
+    from mam.statusview import parse_state_filter
 
     parse_state_filter([until], "--until")
     check_timeout(timeout)

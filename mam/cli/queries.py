@@ -31,7 +31,7 @@ def status(ctx: typer.Context,
            as_json: Json = False) -> int:
     call = begin(ctx, as_json)
     from mam import render
-    from mam.commands.status import parse_state_filter, status_document
+    from mam.statusview import parse_state_filter, status_document
 
     only = parse_state_filter(state or [])
     if only and no_state:

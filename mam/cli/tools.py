@@ -58,7 +58,7 @@ def skills_install(ctx: typer.Context,
 
 def demo(ctx: typer.Context, as_json: Json = False) -> int:
     call = begin(ctx, as_json)
-    from mam.commands.demo import run_demo
+    from mam.cli.demo import run_demo
 
     if not call.json:
         return run_demo(print)

@@ -58,18 +58,18 @@ class Actions:
     `mam restore NAME`; Enter is `mam exec -- attach-session` on tmux until `mam attach` exists."""
 
     def __init__(self, app: App, servers: tuple[str, ...] | list[str] = (), host: str | None = None) -> None:
-        from mam.commands.status import checked_host, host_key
+        from mam.hosts import checked_host, host_key
 
         self.app, self.servers = app, tuple(servers)
         self.host = None if host is None else host_key(checked_host(host))
         app.plugins  # noqa: B018 - loaded here, once, before the poller's threads share it
-        from mam.servers import resolve_explicit_backend
+        from mam.availability import resolve_explicit_backend
 
         resolve_explicit_backend(app)
 
     def registered(self) -> list[dict[str, Any]]:
         """The registry's rows in scope (the explicit backend's, on --server and --host when given)."""
-        from mam.commands.rows import rows_on
+        from mam.rows import rows_on
 
         rows = rows_on(self.app, self.app.load_registry(), None)
         return [{"name": r.name, "backend": r.backend, "server": r.server, "host": r.host or "", "status": r.status}
@@ -78,7 +78,7 @@ class Actions:
 
     def fetch(self, group: Group) -> dict[str, Any]:
         """One group's status document: one listing call per server, its agents' states read with it."""
-        from mam.commands.status import status_document
+        from mam.statusview import status_document
 
         server, host = group
         return status_document(self.app, [server], host=host or "local")
@@ -111,9 +111,9 @@ class Actions:
     def peek(self, row: TopRow, lines: int = PEEK_LINES) -> list[str]:
         """The last `lines` non-blank lines of the agent's screen, as its backend captures it for the state
         rules (escaped for display by the view)."""
+        from mam.fanout import call_context, outcomes_for
         from mam.plugin.records import Failure, ServerState
-        from mam.runner import remote_route
-        from mam.servers import call_context, outcomes_for
+        from mam.route import remote_route
 
         key = (row.backend, row.server, row.host)
         outcome = outcomes_for(self.app, {key})[key]

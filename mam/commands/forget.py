@@ -12,10 +12,10 @@ from typing import Any
 
 from mam import registry
 from mam.app import App
-from mam.commands.rows import rows_named, snapshot, unchanged_rows
 from mam.errors import MamError
 from mam.names import check_name, closest
 from mam.registry import ACTIVE_STATUSES, Row
+from mam.rows import rows_named, snapshot, unchanged_rows
 
 PRUNABLE = ("terminated", "stopped")
 # When a row last changed, newest first: a row is as old as the last thing that happened to it.

@@ -6,16 +6,18 @@ import shutil
 from typing import Any
 
 from mam.app import App
-from mam.commands.status import checked_host, host_key
+from mam.availability import require_binary
+from mam.bootstrap import start_server
 from mam.errors import MamError
+from mam.fanout import call_context, outcomes_for
+from mam.hosts import chosen_host
 from mam.names import check_name
 from mam.plugin.records import ServerOutcome, ServerState
-from mam.servers import call_context, outcomes_for, require_binary, start_server
 
 
 def ls_document(app: App, server: str, host: str | None = None) -> tuple[dict[str, Any], ServerOutcome]:
     check_name(server, "server name")
-    there = host_key(checked_host(host if host is not None else app.env.get("MAM_HOST") or None))
+    there = chosen_host(app, host)
     app.plugins.backend(app.backend_name)
     outcome = outcomes_for(app, {(app.backend_name, server, there)})[(app.backend_name, server, there)]
     require_binary(app, outcome.error.kind if outcome.error else None, "mam ls needs it")
@@ -24,7 +26,7 @@ def ls_document(app: App, server: str, host: str | None = None) -> tuple[dict[st
 
 def bootstrap_document(app: App, server: str, host: str | None = None) -> dict[str, Any]:
     check_name(server, "server name")
-    there = host_key(checked_host(host if host is not None else app.env.get("MAM_HOST") or None))
+    there = chosen_host(app, host)
     result, log_path = start_server(app, server, there or None)
     plan = app.server_plan
     return {"schema": 1, "backend": app.backend_name, "server": server, "host": there or None,

@@ -11,12 +11,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from mam.app import App
+from mam.availability import require_binary, resolve_explicit_backend
 from mam.errors import MamError
+from mam.fanout import call_context, outcomes_for
 from mam.names import check_name
 from mam.plugin.records import AGENT_STATES, Agent, ErrorKind, ServerState
 from mam.registry import Row
-from mam.runner import remote_route
-from mam.servers import call_context, outcomes_for, require_binary, resolve_explicit_backend
+from mam.route import remote_route
 
 POLL_INTERVAL = 0.5
 # The shortest time limit a poll's calls get, near or past the deadline: time for a call to answer at all on a
@@ -27,8 +28,8 @@ MAX_TEXT = 64 * 1024  # a prompt, not a file: anything longer is refused before 
 
 def _row(app: App, name: str, server: str | None, host: str | None = None) -> Row:
     """The one registry row of agent `name` (of the explicit backend, `server` and `host` when given)."""
-    from mam.commands.rows import rows_named
-    from mam.commands.status import checked_host
+    from mam.hosts import checked_host
+    from mam.rows import rows_named
 
     check_name(name, "agent name")
     if server is not None:
@@ -75,7 +76,7 @@ def _live_agent(app: App, row: Row) -> Agent:
 
 def _bring_back(row: Row) -> str:
     """What to do about an agent that is not running: start it again where it was (its server with it)."""
-    from mam.commands.restore import row_spec
+    from mam.restoreplan import row_spec
 
     if row_spec(row) is None:  # adopted, or written by hand: restore has nothing to start it from
         return (f"`mam --backend {row.backend} spawn {row.name} --server {row.server} ...` starts it again (its "
@@ -111,7 +112,7 @@ def wait_document(app: App, name: str, until: Sequence[str], timeout: float | No
     """Poll agent `name` every POLL_INTERVAL until its state is one of `until`, or `timeout` seconds pass.
     `reached` says which; `session` is its last status entry (state and evidence). A server that is down, or an
     agent its server does not list, ends the wait at once unless `unknown` is awaited (that is its state)."""
-    from mam.commands.status import parse_state_filter, status_document
+    from mam.statusview import parse_state_filter, status_document
 
     wanted = parse_state_filter(until, "--until")
     check_timeout(timeout)

@@ -7,37 +7,36 @@ from __future__ import annotations
 
 import os
 import secrets
-import shlex
-import shutil
-import time
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from mam import inflight, registry
 from mam.app import App
-from mam.commands.rows import rows_named, snapshot, unchanged_rows
-from mam.commands.status import checked_host, host_key, session_entry
+from mam.availability import require_binary
+from mam.bootstrap import start_server
 from mam.errors import MamError
+from mam.fanout import query_server
+from mam.hosts import checked_host, chosen_host, host_key
 from mam.inflight import TOKEN
+from mam.kinds.library import agent_programs
+from mam.launch import (
+    STALE_FIELDS,
+    agent_argv,
+    check_env_names,
+    env_assignments,
+    launch,
+    missing_program,
+    spawn_request,
+    with_env,
+    write_change,
+)
 from mam.names import check_name
-from mam.plugin.records import Agent, BackendSpec, CallContext, Failure, ServerOutcome, ServerState, SpawnRequest
+from mam.plugin.records import BackendSpec, CallContext, ServerState
 from mam.progress import waiting
 from mam.registry import Row, RowKey
-from mam.registry.file import ENV_NAME
-from mam.runner import remote_route
-from mam.servers import query_server, require_binary, start_server
+from mam.route import remote_route
+from mam.rows import rows_named, session_entry, snapshot, unchanged_rows
 
-# The executable of each agent kind mam knows; anything else runs with --command.
-AGENT_COMMANDS: dict[str, tuple[str, ...]] = {
-    "claude": ("claude",), "codex": ("codex",), "gemini": ("gemini",), "opencode": ("opencode",),
-    "grok": ("grok",), "hermes": ("hermes",), "cursor": ("cursor-agent",), "copilot": ("copilot",),
-    "qwen": ("qwen",), "amp": ("amp",), "goose": ("goose",), "crush": ("crush",), "aider": ("aider",),
-}
-POLL_INTERVAL = 0.05
-# The row a spawn claims carries this token: its later writes go only to a row that still holds it.
-# What the last attempt at a row left: a re-spawn that replaces the row drops them.
-STALE_FIELDS = ("terminated_at", "terminated_reason", "stopped_at", "adopted_at")
 # What belongs to the agent a row held before: a new spawn of the name records its own, or none.
 RESPAWN_DROPS = ("agent_session", "restored_at")
 
@@ -46,52 +45,12 @@ def default_server(app: App, server: str | None) -> str:
     return check_name(server or app.env.get("MAM_SERVER") or "mam", "server name")
 
 
-def agent_argv(agent: str | None, command: str | None, args: list[str]) -> tuple[str, ...]:
-    if command is not None:
-        try:
-            words = shlex.split(command)
-        except ValueError as exc:
-            raise MamError("usage", f"--command {command!r}: {exc}") from None
-        if not words:
-            raise MamError("usage", "--command is empty")
-        return (*words, *args)
-    if agent is None:
-        raise MamError("usage", "say which agent to run with --agent KIND, or any program with --command CMD")
-    if agent not in AGENT_COMMANDS:
-        known = ", ".join(sorted(AGENT_COMMANDS))
-        from mam.registry.yamlio import brief
-
-        raise MamError("usage", f"unknown agent kind {brief(agent)}: known are {known}",
-                       hint="run any other agent with --command CMD")
-    return (*AGENT_COMMANDS[agent], *args)
-
-
 def refuse_unkept_name(spec: BackendSpec, name: str) -> None:
     """A name mam accepts but the backend cannot keep (tmux turns '.' into '_') is bad input, refused before
     anything is written or started: the agent could never be found by it again."""
     reason = spec.name_rule(name) if spec.name_rule is not None else None
     if reason:
         raise MamError("invalid_name", reason, hint="pick another name")
-
-
-def _shown(text: str) -> str:
-    return text if text.isprintable() and len(text) <= 80 else repr(text[:80])
-
-
-def missing_program(program: str, env: Mapping[str, str], cwd: Path) -> str | None:
-    """Why `program` cannot start in the agent's pane, or None. Looked up as it will be there: a path holding
-    '/' from the agent's directory, a bare name on the PATH the agent gets (relative entries from that
-    directory too)."""
-    if "/" in program:
-        path = cwd / program
-        if not path.exists():
-            return f"no such program: {_shown(program)}"
-        if not path.is_file() or not os.access(path, os.X_OK):
-            return f"not an executable program: {_shown(program)}"
-        return None
-    entries = env.get("PATH", os.defpath).split(os.pathsep)
-    search = os.pathsep.join(entry if os.path.isabs(entry) else str(cwd / entry) for entry in entries)
-    return None if shutil.which(program, path=search) else f"no such program: {_shown(program)}"
 
 
 def _append(document: dict[str, Any], key: RowKey, fields: dict[str, Any]) -> None:
@@ -123,38 +82,10 @@ def _claim(key: RowKey, fields: dict[str, Any], blocked: list[Row]) -> registry.
     return change
 
 
-def _settle(key: RowKey, token: str, fields: dict[str, Any]) -> registry.Change:
-    """Write a spawn's outcome to the row it claimed, and only while that row still carries its token."""
-
-    def change(document: dict[str, Any], rows: tuple[Row, ...]) -> bool:
-        row = next((r for r in rows if r.key == key), None)
-        if row is None or row.raw.get(TOKEN) != token:
-            return False
-        for stale in STALE_FIELDS:  # e.g. a reconcile that saw the row before the agent was up
-            row.raw.pop(stale, None)
-        row.raw.update(fields)
-        return True
-
-    return change
-
-
 def _taken(row: Row) -> MamError:
     return MamError("invalid_name", f"{row.name} is already registered as {row.status} on {row.backend} server "
                     f"{row.server}", hint=f"another `mam spawn` of it may be under way; if it is gone, "
                     f"`mam reconcile --apply` (or `mam stop {row.name}`) settles its row, then spawn it again")
-
-
-UNSETTLED = "it stays registered as starting; `mam reconcile --apply` settles it from what its server lists"
-
-
-def may_have_started(failure: Failure | None) -> bool:
-    """A spawn call that timed out, was killed, or answered something unreadable may still have started the
-    agent; one the backend refused (an error it printed, a missing binary) did not."""
-    if failure is None:
-        return False
-    result = failure.result
-    return (result.timed_out or (result.returncode is not None and result.returncode < 0)
-            or failure.parse_error is not None)
 
 
 def _if_unchanged(seen: Row, fields: dict[str, Any], written: list[bool]) -> registry.Change:
@@ -169,76 +100,6 @@ def _if_unchanged(seen: Row, fields: dict[str, Any], written: list[bool]) -> reg
         return bool(written)
 
     return change
-
-
-def _write(app: App, change: registry.Change) -> registry.Registry:
-    return registry.update(app.workspace.registry_path, app.row_default_backend, change)
-
-
-def _wait_listed(app: App, server: str, name: str, ctx: CallContext,
-                 host: str = "", backend: str | None = None) -> tuple[Agent | None, ServerOutcome]:
-    """Poll, bounded, until the server (of `backend`, else the selected one) lists `name`; the last outcome comes
-    back for the caller to show."""
-    deadline = time.monotonic() + app.bootstrap_wait
-    while True:
-        outcome = query_server(app.plugins, backend or app.backend_name, server, ctx, host or None)
-        agent = next((a for a in outcome.agents if a.name == name), None)
-        if agent is not None or time.monotonic() >= deadline:
-            return agent, outcome
-        time.sleep(POLL_INTERVAL)
-
-
-ENV_NAME_HINT = "a variable name: letters, digits and _, not starting with a digit"
-
-
-def env_assignments(app: App, names: list[str]) -> tuple[list[str], list[str]]:
-    """`NAME=VALUE` for each of `names` the caller has set (its value now, unscrubbed: the user asked for it),
-    and the names it has not set."""
-    present, missing = [], []
-    for name in names:
-        if name in app.env:
-            present.append(f"{name}={app.env[name]}")
-        else:
-            missing.append(name)
-    return present, missing
-
-
-def check_env_names(app: App, names: list[str]) -> list[str]:
-    """`--env` names, refused when not a variable name or when the scrub removes them: a marker handed back to
-    the agent would steer it (or its tools) to the wrong server."""
-    removed = {d.name for d in app.server_plan.removed}
-    seen: list[str] = []
-    for name in names:
-        if not ENV_NAME.fullmatch(name):
-            raise MamError("usage", f"--env {_shown(name)}: not {ENV_NAME_HINT}",
-                           hint="--env takes a name only; mam passes your value of it")
-        if name in removed:
-            raise MamError("usage", f"--env {name}: the server scrub removes it (see `mam env`)",
-                           hint="keep it with `keep:` in .mam/config.yaml if it really must reach agents")
-        if name not in seen:
-            seen.append(name)
-    return seen
-
-
-def with_env(argv: tuple[str, ...], assignments: list[str]) -> tuple[str, ...]:
-    """The agent's argv with the variables it is to get, set by `env` (argv, never a shell). Assignments come
-    after `--` (env reads a `--` after them as the program); a program named with '=' is refused by spawn."""
-    if not assignments:
-        return argv
-    if "=" in argv[0]:
-        raise MamError("usage", f"cannot pass --env to the program {_shown(argv[0])}: env would read a name "
-                       "holding '=' as a variable", hint="rename the program, or run it by another path")
-    return ("env", "--", *assignments, *argv)
-
-
-def spawn_request(spec: BackendSpec, name: str, kind: str | None, cwd: str, argv: tuple[str, ...],
-                  assignments: list[str]) -> SpawnRequest:
-    """The request for `argv` with the variables of `assignments` (NAME=VALUE): handed to a backend that sets
-    them itself (`spawn_env`), else put in front of the argv by `env`."""
-    if spec.spawn_env:
-        pairs = tuple((name_, value) for name_, _, value in (a.partition("=") for a in assignments))
-        return SpawnRequest(name, kind, cwd, argv, env=pairs)
-    return SpawnRequest(name, kind, cwd, with_env(argv, assignments))
 
 
 def launch_spec(agent: str | None, command: str | None, args: list[str], cwd: str,
@@ -261,8 +122,8 @@ def check_label(app: App, agent: str) -> None:
     """`--agent KIND` beside `--command`: KIND says whose screen the program draws, so it must be a kind mam
     knows (shipped, or the workspace's own in .mam/states.yaml); a misspelt one would read no screen."""
     kinds = set(app.kinds.kinds)
-    if agent not in kinds and agent not in AGENT_COMMANDS:
-        known = ", ".join(sorted((kinds - {"generic"}) | set(AGENT_COMMANDS)))
+    if agent not in kinds and agent not in agent_programs():
+        known = ", ".join(sorted((kinds - {"generic"}) | set(agent_programs())))
         from mam.registry.yamlio import brief
 
         raise MamError("usage", f"unknown agent kind {brief(agent)}: known are {known}",
@@ -320,98 +181,6 @@ def remote_directory(app: App, cwd: str | None, host: str) -> Path:
     return Path(cwd)
 
 
-def settler(app: App, key: RowKey, token: str) -> Any:
-    def settle(fields: dict[str, Any]) -> Row | None:
-        """The claimed row after the write; None when another command replaced it meanwhile."""
-        row = _write(app, _settle(key, token, fields)).find(key)
-        return row if row is not None and row.raw.get(TOKEN) == token else None
-
-    return settle
-
-
-HIDDEN = "***"
-MIN_HIDDEN = 3  # shorter values (a flag like "1") are no secrets, and hiding them would garble every message
-MIN_FRAGMENT = 8  # a piece of a value this long is hidden too: a backend may have cut or wrapped the value
-
-
-def hide_values(text: str, assignments: list[str]) -> str:
-    """`text` with the value of each `--env` assignment (NAME=VALUE) written as ***: a backend's error, or the
-    last line an agent printed as it died, may quote one, and the registry keeps only variable names. What was
-    cut or wrapped before it came here (a line cut at its end, a multi-line value's first line) leaves a piece
-    of the value: any run of MIN_FRAGMENT or more characters that stands in a value is hidden as well."""
-    values = [v for v in (a.partition("=")[2] for a in assignments) if len(v) >= MIN_HIDDEN]
-    for value in sorted(values, key=len, reverse=True):
-        text = text.replace(value, HIDDEN)
-    pieces = [v for v in values if len(v) >= MIN_FRAGMENT]
-    if not pieces:
-        return text
-    out, i = [], 0
-    while i < len(text):
-        length = _longest_piece(text, i, pieces)
-        if length >= MIN_FRAGMENT:
-            out.append(HIDDEN)
-            i += length
-        else:
-            out.append(text[i])
-            i += 1
-    return "".join(out)
-
-
-def _longest_piece(text: str, start: int, values: list[str]) -> int:
-    """The length of the longest run of `text` from `start` that one of `values` holds. Holding is monotone
-    (a value that holds a run holds its beginning), so the length is found by bisection."""
-    low, high = 0, len(text) - start
-    while low < high:
-        middle = (low + high + 1) // 2
-        if any(text[start:start + middle] in value for value in values):
-            low = middle
-        else:
-            high = middle - 1
-    return low
-
-
-def launch(app: App, key: RowKey, token: str, request: SpawnRequest, ctx: CallContext, progress: bool,
-           done: dict[str, Any] | None = None, assignments: list[str] | None = None) -> tuple[Row, ServerOutcome]:
-    """Ask the backend to start the agent of the row claimed with `token`, wait until its server lists it, and
-    write the outcome to that row only (with `done` on success). Raises with the reason when it did not start;
-    the values of `assignments` (its --env NAME=VALUE) never stand in the reason."""
-    backend_name, server, name, host = key
-    backend = app.plugins.backend(backend_name)
-    settle = settler(app, key, token)
-    where = f"{backend_name} server {server}" + (f" on {host}" if host else "")
-    with waiting(f"starting {name} on {where}", progress):
-        result = app.plugins.spawn(backend, server, request, ctx)
-    if not result.ok:
-        detail = result.message
-        if result.failure is not None:
-            detail += ": " + app.plugins.classify(backend, result.failure).message
-        detail = hide_values(detail, assignments or [])
-        if result.unsettled or may_have_started(result.failure):  # never record as gone what may be running
-            raise MamError("operation_failed", f"{backend_name} gave no clear answer to starting {name}: {detail}",
-                           hint=UNSETTLED)
-        settle({"status": "terminated", "terminated_at": registry.timestamp(), "terminated_reason": detail})
-        raise MamError("operation_failed", f"{backend_name} did not start {name}: {detail}")
-    with waiting(f"waiting for {where} to list {name}", progress):
-        listed, outcome = _wait_listed(app, server, name, ctx, host, backend_name)
-    if listed is None:
-        if outcome.state is ServerState.UNKNOWN:
-            reason = outcome.error.message if outcome.error else "no answer"
-            raise MamError("operation_failed", f"{name} was started, but {where} could not be asked whether it "
-                           f"runs: {reason}", hint=UNSETTLED)
-        settle({"status": "terminated", "terminated_at": registry.timestamp(),
-                "terminated_reason": "started, but its server never listed it"})
-        raise MamError("operation_failed", f"{name} was started but {where} does not list it (it may have exited "
-                       "at once)")
-    pane = {k: v for k, v in (("cwd", listed.cwd or request.cwd), ("id", listed.pane_id or result.pane_id))
-            if v is not None}
-    row = settle({"status": "running", "pane": pane, **(done or {})})
-    if row is None:
-        raise MamError("operation_failed", f"{name} was started on {where}, but another command changed its "
-                       "registry row meanwhile; mam left that row as it is",
-                       hint="`mam reconcile --apply` settles the row from what its server lists")
-    return row, outcome
-
-
 def spawn_document(app: App, name: str, *, agent: str | None, server: str | None, cwd: str | None,
                    command: str | None, args: list[str], env_names: list[str] | None = None,
                    progress: bool = False, host: str | None = None) -> dict[str, Any]:
@@ -420,7 +189,7 @@ def spawn_document(app: App, name: str, *, agent: str | None, server: str | None
     `host`: the SSH destination of the server (None: $MAM_HOST, else this machine)."""
     check_name(name, "agent name")
     server = default_server(app, server)
-    there = host_key(checked_host(host if host is not None else app.env.get("MAM_HOST") or None))
+    there = chosen_host(app, host)
     route = app.route(there)
     with remote_route(route):
         return _spawn(app, name, agent, server, cwd, command, args, env_names, progress, there)
@@ -428,7 +197,7 @@ def spawn_document(app: App, name: str, *, agent: str | None, server: str | None
 
 def _spawn(app: App, name: str, agent: str | None, server: str, cwd: str | None, command: str | None,
            args: list[str], env_names: list[str] | None, progress: bool, there: str) -> dict[str, Any]:
-    if command is None and agent is not None and agent not in AGENT_COMMANDS and agent in app.kinds.kinds:
+    if command is None and agent is not None and agent not in agent_programs() and agent in app.kinds.kinds:
         # a kind of the library (`generic`, one of .mam/states.yaml) names screen rules, not a program to run
         raise MamError("usage", f"--agent {agent} alone: mam has no program to run for that kind",
                        hint=f"give the program with --command CMD (with --agent {agent}, its screen is read as "
@@ -492,7 +261,7 @@ def _spawn(app: App, name: str, agent: str | None, server: str, cwd: str | None,
         fields["agent_session"] = session
     inflight.hold(app.workspace.dot_mam, token)  # from before the claim until the outcome is written
     try:
-        _write(app, _claim(key, fields, blocked))
+        write_change(app, _claim(key, fields, blocked))
         if blocked:  # another spawn of this name got the row first: leave it and its agent alone
             raise _taken(blocked[0])
         request = spawn_request(spec, name, kind, str(directory), argv, assignments)
@@ -545,7 +314,7 @@ def _stop(app: App, name: str, server: str | None, force: bool, progress: bool, 
         if not result.stopped:
             fields["terminated_reason"] = result.message
         written: list[bool] = []
-        _write(app, _if_unchanged(rows[0], fields, written))
+        write_change(app, _if_unchanged(rows[0], fields, written))
         if not written:
             raise MamError("operation_failed", f"{name} on {backend_name} server {target}: {result.message}, "
                            "but another command changed its registry row meanwhile; mam left that row as it is",

@@ -8,11 +8,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from mam.app import App
+from mam.availability import missing_binary_hint
+from mam.bootstrap import start_server
 from mam.errors import MamError
+from mam.fanout import query_server
 from mam.names import check_name
 from mam.plugin.records import CallContext, ServerCommand, ServerOptions, ServerState
-from mam.runner import remote_route
-from mam.servers import missing_binary_hint, query_server, start_server
+from mam.route import remote_route
 from mam.shims import SHIM_GUARD, is_native_binary, is_shim, path_without_shims
 
 
@@ -99,9 +101,9 @@ def exec_command(app: App, server: str | None, args: list[str],
                  host: str | None = None) -> tuple[str, list[str], dict[str, str]]:
     """The program, argv and environment `mam exec` replaces itself with. On another `host` (default
     $MAM_HOST) that is the local ssh client, with a terminal, running the backend's command line there."""
-    from mam.commands.status import checked_host, host_key
+    from mam.hosts import chosen_host
 
-    there = host_key(checked_host(host if host is not None else app.env.get("MAM_HOST") or None))
+    there = chosen_host(app, host)
     route = app.route(there)
     if route is not None:
         with remote_route(route):

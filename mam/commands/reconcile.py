@@ -11,12 +11,12 @@ from typing import Any
 
 from mam import inflight, registry
 from mam.app import App
-from mam.commands.rows import snapshot, unchanged_rows
-from mam.commands.status import live_agent
+from mam.availability import resolve_explicit_backend
+from mam.fanout import ServerKey, outcomes_for
 from mam.names import is_valid_name
 from mam.plugin.records import Agent, ServerOutcome, ServerState
 from mam.registry import Row, RowKey
-from mam.servers import ServerKey, outcomes_for, resolve_explicit_backend
+from mam.rows import live_agent, snapshot, unchanged_rows
 
 
 @dataclass(frozen=True)
@@ -216,7 +216,7 @@ def reconcile_document(app: App, apply: bool = False, adopt: bool = False, resto
 
 
 def _restore_all(app: App) -> dict[str, Any]:
-    from mam.commands.restore import plan_summary, restore_plan, run_plan
+    from mam.restoreplan import plan_summary, restore_plan, run_plan
 
     steps, _ = restore_plan(app, [], all_rows=True)
     run_plan(app, steps)

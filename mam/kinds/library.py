@@ -22,6 +22,7 @@ MAX_LINES = 200
 MAX_FILE_BYTES = 1 << 20
 MAX_PATTERN = 1000
 TOP_KEYS = ("schema", "kinds")
+SPAWN_ONLY = "spawn_only"  # agents.yaml only: agents mam starts by name but has no kind for (agent_programs)
 KIND_KEYS = ("programs", "session_options", "resume", "new_session", "rules")
 RULE_KEYS = ("id", "state", "pattern", "lines")
 OPTIONAL_RULE_KEYS = ("at",)
@@ -276,12 +277,29 @@ def _shipped() -> dict[str, Kind]:
     document as JSON (`python3 -m mam.kinds` writes it; a test checks it is current), read instead when it was
     made from this very text: importing PyYAML and parsing cost 10 ms of every status that reads screens. It is
     mam's own file, not a user's: without the twin it is read by `_trusted_yaml`."""
+    path, text, document = _shipped_document()
+    return _from_document(path, text, document, {})
+
+
+def _shipped_document() -> tuple[Path, str, object]:
+    """agents.yaml's path, text and document (from its twin when that is current)."""
     path = _shipped_path()
     text = path.read_text(encoding="utf-8")
     document = _twin_document(text)
-    if document is None:
-        return _load_file(path, text, {}, trusted=True)
-    return _from_document(path, text, document, {})
+    return path, text, _trusted_yaml(text) if document is None else document
+
+
+@functools.lru_cache(maxsize=1)
+def agent_programs() -> dict[str, tuple[str, ...]]:
+    """The agents `mam spawn --agent NAME` starts by name, each with the argv of its program: every shipped kind
+    with programs by its first one, and the shipped `spawn_only` agents (no screen rules of their own). Anything
+    else runs with --command. Read from the raw document: listing them compiles no rule."""
+    _, _, document = _shipped_document()
+    assert isinstance(document, dict)  # mam's own file; a test loads it
+    programs: dict[str, tuple[str, ...]] = {name: (fields["programs"][0],)
+                                            for name, fields in document["kinds"].items() if fields.get("programs")}
+    programs.update({name: (program,) for name, program in (document.get(SPAWN_ONLY) or {}).items()})
+    return programs
 
 
 def load_library(user_file: Path | None) -> Library:
@@ -311,7 +329,10 @@ def _load_file(path: Path, text: str, base: Mapping[str, Kind], trusted: bool = 
 
 
 def _from_document(path: Path, text: str, document: object, base: Mapping[str, Kind]) -> dict[str, Kind]:
-    """The kinds of a parsed file laid over `base`; a refusal names the line of `text` it is about."""
+    """The kinds of a parsed file laid over `base`; a refusal names the line of `text` it is about. The shipped
+    file, the base of all others, may also list the agents mam only starts (agent_programs reads them): no kinds."""
+    if not base and isinstance(document, dict):
+        document = {key: value for key, value in document.items() if key != SPAWN_ONLY}
     try:
         return _merge(base, _document(document, base))
     except _Invalid as err:

@@ -65,7 +65,7 @@ class Row:
 
     @property
     def server_key(self) -> tuple[str, str, str]:
-        """(backend, server, host): the server this row's agent runs on, as mam.servers asks it."""
+        """(backend, server, host): the server this row's agent runs on, as mam.fanout asks it."""
         return (self.backend, self.server, self.host or "")
 
     @property
@@ -172,12 +172,12 @@ def _refuse_near_miss_status(status: str | None, list_key: str, index: int) -> N
 
 
 def _host(raw: dict[str, Any], list_key: str, index: int) -> str | None:
-    """The row's `host:` as an SSH destination (mam.transport.check_host), None for this machine (absent,
+    """The row's `host:` as an SSH destination (mam.names.check_host), None for this machine (absent,
     empty or `local`). Checked here, so that no command ever hands ssh a host it would read as an option."""
     host = _optional_str(raw, "host", list_key, index)
     if host is None:
         return None
-    from mam.transport import LOCAL, check_host
+    from mam.names import LOCAL, check_host
 
     try:
         checked = check_host(host)

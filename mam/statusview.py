@@ -1,4 +1,5 @@
-"""`mam status`: every registry row in scope, next to what its server says now (docs/json.md)."""
+"""The status document (`mam status`, `mam wait`): every registry row in scope, next to what its server says now
+(docs/json.md), and what a person must read first about it."""
 
 from __future__ import annotations
 
@@ -6,40 +7,21 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mam.app import App
+from mam.availability import resolve_explicit_backend
 from mam.errors import MamError
+from mam.fanout import ServerKey, call_context, outcomes_for
+from mam.hosts import checked_host, host_key
 from mam.names import check_name
-from mam.plugin.records import AGENT_STATES, Agent, AgentState, ServerOutcome, ServerState
+from mam.plugin.records import AGENT_STATES, AgentState, ServerOutcome, ServerState
 from mam.registry import Row
-from mam.servers import ServerKey, call_context, outcomes_for, resolve_explicit_backend
-
-
-def live_agent(row: Row, outcome: ServerOutcome | None) -> tuple[str, Agent | None]:
-    """`alive` with the listed agent, `absent` (up without it, or down), or `unknown`."""
-    if outcome is None or outcome.state is ServerState.UNKNOWN:
-        return "unknown", None
-    for agent in outcome.agents:
-        if agent.name == row.name:
-            return "alive", agent
-    return "absent", None
-
-
-def session_entry(row: Row, outcome: ServerOutcome | None) -> dict[str, Any]:
-    live, agent = live_agent(row, outcome)
-    return {
-        "name": row.name, "backend": row.backend, "server": row.server, "host": row.host, "status": row.status,
-        "live": live,
-        "agent": (agent.agent if agent and agent.agent else row.agent),
-        "cwd": (agent.cwd if agent and agent.cwd else row.cwd),
-        "pane_id": (agent.pane_id if agent and agent.pane_id else row.pane_id),
-    }
-
+from mam.rows import session_entry
 
 NO_STATE = {"state": None, "state_source": None, "evidence": None}  # --no-state: not read
 
 
 def add_state(entry: dict[str, Any], outcome: ServerOutcome | None, states: Mapping[str, AgentState]) -> None:
     """Add the agent's state to a status entry: what was read for it, or why nothing could be."""
-    from mam.commands import state as agent_state
+    from mam import agentstate as agent_state
 
     found = states.get(entry["name"])
     if found is None:
@@ -62,24 +44,6 @@ def parse_state_filter(values: Sequence[str], option: str = "--state") -> frozen
                        f"{', '.join(AGENT_STATES)}, separated by commas",
                        hint=f"did you mean {option} {close}?" if close else None)
     return frozenset(wanted)
-
-
-def checked_host(host: str | None) -> str | None:
-    """--host as given (validated: exit 2 for anything ssh could read as an option), "local" for this machine."""
-    if host is None:
-        return None
-    from mam.transport import check_host
-
-    return check_host(host)
-
-
-def host_key(host: str | None) -> str:
-    """A checked host as the servers' keys hold it: "" for this machine (mam.transport.is_local)."""
-    if not host:
-        return ""
-    from mam.transport import is_local
-
-    return "" if is_local(host) else host
 
 
 def status_document(app: App, servers: Sequence[str] = (), *, with_state: bool = True,
@@ -148,15 +112,15 @@ class _StateReader:
         self.after(key, outcome)
 
     def settle(self, found: Mapping[ServerKey, Any]) -> dict[ServerKey, Mapping[str, AgentState]]:
-        from mam.commands import state as agent_state
+        from mam import agentstate as agent_state
 
         return {key: agent_state.settle(states, self.library, self.budget) for key, states in found.items()}
 
 
 def _state_reader(app: App, rows: Sequence[Row], into: dict[ServerKey, Any]) -> _StateReader:
-    from mam.commands import state as agent_state
+    from mam import agentstate as agent_state
     from mam.kinds.classify import SCREEN_TIMEOUT, SCREEN_TIMEOUT_VAR
-    from mam.runner import timeout_from_env
+    from mam.settings import timeout_from_env
 
     library = agent_state.LazyLibrary(app.workspace.dot_mam / "states.yaml")
     stale_after = timeout_from_env(app.env, "MAM_STALE_SECONDS", agent_state.STALE_AFTER)
@@ -213,7 +177,7 @@ def unanswered(app: App, doc: Mapping[str, Any]) -> tuple[list[str], bool]:
     # (explicitly or by default) for a workspace without such rows gets "pick another".
     rowed = {s["backend"] for s in doc.get("sessions", ())}
     for backend, message in sorted(missing.items()):
-        from mam.servers import missing_binary_hint
+        from mam.availability import missing_binary_hint
 
         try:
             hint = missing_binary_hint(app, backend, of_row=backend in rowed or backend != app.backend_name)

@@ -19,8 +19,8 @@ from mam.app import App
 from mam.commands.lifecycle import spawn_document
 from mam.commands.reconcile import reconcile_document
 from mam.commands.restore import restore_document
-from mam.commands.status import status_document
 from mam.errors import MamError
+from mam.statusview import status_document
 
 SERVER = "mam-demo"
 AGENTS = ("demo-claude", "demo-codex")

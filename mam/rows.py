@@ -1,4 +1,5 @@
-"""Finding the rows a command means, and writing only to rows nobody changed since they were read."""
+"""Finding the rows a command means, their live view (what their server lists), and writing only to rows nobody
+changed since they were read."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from mam.errors import MamError
+from mam.hosts import host_key
+from mam.plugin.records import Agent, ServerOutcome, ServerState
 from mam.registry import Registry, Row, RowKey
 
 if TYPE_CHECKING:
@@ -17,8 +20,6 @@ def rows_on(app: App, reg: Registry, server: str | None, host: str | None = None
     """The rows of the backend chosen explicitly (--backend, $MAM_BACKEND), else of any backend, since the row
     itself says which; on `server` when given; on `host` (checked; "local" is this machine) when given."""
     explicit = app.explicit_backend
-    from mam.commands.status import host_key
-
     there = None if host is None else host_key(host)
     return [r for r in reg.rows if (explicit is None or r.backend == explicit)
             and (server is None or r.server == server) and (there is None or (r.host or "") == there)]
@@ -49,3 +50,24 @@ def unchanged_rows(rows: tuple[Row, ...], seen: Mapping[RowKey, Mapping[str, Any
     snapshots, by key): a row another command rewrote meanwhile (a re-spawn, a stop, a reconcile, a hand edit)
     is theirs, and a write planned on the old one leaves it alone."""
     return [row for row in rows if row.key in seen and row.raw == seen[row.key]]
+
+
+def live_agent(row: Row, outcome: ServerOutcome | None) -> tuple[str, Agent | None]:
+    """`alive` with the listed agent, `absent` (up without it, or down), or `unknown`."""
+    if outcome is None or outcome.state is ServerState.UNKNOWN:
+        return "unknown", None
+    for agent in outcome.agents:
+        if agent.name == row.name:
+            return "alive", agent
+    return "absent", None
+
+
+def session_entry(row: Row, outcome: ServerOutcome | None) -> dict[str, Any]:
+    live, agent = live_agent(row, outcome)
+    return {
+        "name": row.name, "backend": row.backend, "server": row.server, "host": row.host, "status": row.status,
+        "live": live,
+        "agent": (agent.agent if agent and agent.agent else row.agent),
+        "cwd": (agent.cwd if agent and agent.cwd else row.cwd),
+        "pane_id": (agent.pane_id if agent and agent.pane_id else row.pane_id),
+    }
