@@ -227,6 +227,24 @@ class SpawningBackend(Backend, Protocol):
 #   send_text(server, agent: Agent, text: str, enter: bool, ctx) -> SendResult
 
 
+# The optional operations a backend may declare (BackendSpec.operations), each with the method of the backend
+# object that runs it and what mam cannot do without it. list, bootstrap, classify and the scrub of its markers
+# are not optional: every backend has them.
+OPERATIONS: Mapping[str, tuple[str, str]] = {
+    "spawn": ("spawn", "mam spawn and restore refuse it"),
+    "stop": ("stop", "mam stop refuses it"),
+    "send": ("send_text", "mam send refuses it"),
+    "capture": ("capture_panes", "its agents' state is not read from their screens"),
+    "state": ("agent_state", "no state of its own beyond the listing's"),
+    "client_argv": ("client_argv", "mam exec and the shims refuse it"),
+}
+
+
+def implemented_operations(backend: object) -> frozenset[str]:
+    """The operations whose method the backend object has: what a BackendSpec without `operations` declares."""
+    return frozenset(op for op, (method, _) in OPERATIONS.items() if callable(getattr(backend, method, None)))
+
+
 @dataclass(frozen=True)
 class ServerCommand:
     """A subcommand of a backend's CLI that reaches a server by a name of its own (`kill-session NAME`), past
@@ -278,6 +296,10 @@ class BackendSpec:
     # It sets SpawnRequest.env in the agent's environment itself (tmux: `new-session -e`, herdr: `workspace
     # create --env`), so that the values never stand in the pane's start command, which the server keeps and shows.
     spawn_env: bool = False
+    # The optional operations it offers, by their names in OPERATIONS ("spawn", "send", ...). None: whichever its
+    # backend object has a method for. The kit (mam.testing) tests each declared one and fails a declared one
+    # the object lacks; each one left out is a line of the kit's report.
+    operations: frozenset[str] | None = None
 
 
 @dataclass(frozen=True)
