@@ -25,6 +25,7 @@ import pytest
 
 from mam import envscrub
 from mam.plugin.builtin import fallback_classification
+from mam.plugin.helpers import poll_until
 from mam.plugin.records import (
     AGENT_STATES,
     OPERATIONS,
@@ -46,7 +47,6 @@ from mam.plugin.records import (
     StopResult,
     implemented_operations,
 )
-from mam.plugin.helpers import poll_until
 from mam.testing.report import BACKEND, REPORT_PLUGIN, KitReport, note
 
 _JUNK_OUTPUTS = ("", "\x00\x01\x02", "{", "[]", "null", '{"error": 3}', '{"error":{"code":null}}', "é" * 5000,
