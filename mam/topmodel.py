@@ -15,8 +15,9 @@ from mam.render import why
 # The order of the rows: the agents that need a person first, then the finished ones, then the rest.
 FIRST_STATES = ("blocked", "done")
 
-# Every column, widest view first, and the order in which they are dropped as the terminal narrows: the age of
-# the reading goes first (the server lines say when a server was last seen), then where the state came from,
+# Every column, widest view first, and the order in which they are dropped as the terminal narrows: AGE (how long
+# ago the state's source last said so: a hook report's age, how long a screen has been unchanged) goes first,
+# then where the state came from,
 # the host, the backend, how long the agent has been in its state, and its server; name, state and why always
 # stay. At 80 columns: NAME SERVER STATE FOR WHY.
 COLUMNS = ("name", "backend", "server", "host", "state", "source", "age", "for", "why")
@@ -30,7 +31,9 @@ HEADERS = {"name": "NAME", "backend": "BACKEND", "server": "SERVER", "host": "HO
 @dataclass(frozen=True)
 class TopRow:
     """One registered agent as the view shows it. `read_at` is when its state was read (None: never yet);
-    `since` when top first saw it in that state; `stale` says its server did not answer this time."""
+    `said_at` when its source last said that state (the reading less the status entry's `state_age`; None where
+    the source cannot tell); `since` when top first saw it in that state; `stale` says its server did not answer
+    this time."""
 
     name: str
     backend: str
@@ -44,6 +47,7 @@ class TopRow:
     read_at: float | None = None
     since: float | None = None
     stale: bool = False
+    said_at: float | None = None
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -51,7 +55,7 @@ class TopRow:
 
     def cells(self, now: float) -> dict[str, str]:
         return {"name": self.name, "backend": self.backend, "server": self.server, "host": self.host or "local",
-                "state": self.state, "source": self.source, "age": ago(self.read_at, now),
+                "state": self.state, "source": self.source, "age": ago(self.said_at, now),
                 "for": ago(self.since, now), "why": self.why}
 
 
@@ -260,9 +264,11 @@ class Poller:
             seen = asked[group].up.get((key[0], key[1]))
             if entry["live"] == "unknown" and seen is not None:  # its server could not be asked this time
                 reason += f" (last seen {ago(seen, now)} ago)"
+            age = entry.get("state_age")
+            said = (answered - float(age)) if answered is not None and isinstance(age, int | float) else None
             shown.append(TopRow(key[3], key[0], key[1], key[2], str(entry.get("status") or ""), entry["live"], state,
                                 entry.get("state_source") or "none", reason, answered,
-                                self._since_of(key, state, answered or now)))
+                                self._since_of(key, state, answered or now), said_at=said))
         return ordered(shown), lines
 
     def _since_of(self, key: tuple[str, str, str, str], state: str, at: float) -> float:

@@ -84,7 +84,8 @@ def doc(group: tuple[str, str], state: str = "idle", server_state: str = "up") -
     server, host = group
     sessions = [{"name": f"{server}-a", "backend": "tmux", "server": server, "host": host or None,
                  "status": "running", "live": "alive" if server_state == "up" else "unknown", "state": state,
-                 "state_source": "screen", "evidence": {"rule": f"gemini.{state}", "line": "x"}}]
+                 "state_source": "screen", "evidence": {"rule": f"gemini.{state}", "line": "x"},
+                 "state_age": 30 if server_state == "up" else None}]
     servers = [{"backend": "tmux", "server": server, "host": host or None, "state": server_state,
                 "error": None if server_state == "up" else {"kind": "timeout", "message": "timed out after 5 s"}}]
     return {"sessions": sessions, "servers": servers}
@@ -177,6 +178,8 @@ def test_how_long_in_a_state_counts_from_the_change() -> None:
     settle(poller)
     row = next(r for r in poller.snapshot()[0] if r.server == "s1")
     assert row.since == since == 1000.0 and row.cells(clock[0])["for"] == "1m"
+    # AGE: how long ago the state's source said so (its state_age at the reading), growing until the next one.
+    assert row.cells(clock[0])["age"] == "30s" and row.cells(clock[0] + 5)["age"] == "35s"
 
 
 # The command: refusals, and no other command's start-up pays for Textual.

@@ -172,20 +172,25 @@ class PaneCapture:
     idle_seconds: float | None = None  # seconds since the pane last changed: a working screen must be recent
     seen: bool | None = None  # someone has looked at it since it last changed (tmux: attached after it)
     below_cursor: int | None = None  # rows of `text` under the cursor's row, when the cursor is shown (tmux)
+    pid: int | None = None  # the pane's process (tmux pane_pid): a hook's report holds while it is the same
+    title: str | None = None  # the pane's title as the agent set it (tmux pane_title; hostile: matched, never run)
 
 
 @dataclass(frozen=True)
 class AgentState:
-    """An agent's state with the reason: `source` is backend (its own field), screen (read by mam's rules from
-    a capture) or none (the backend gave nothing to read)."""
+    """An agent's state with the reason: `source` is hook (the agent's own report), backend (its own field),
+    title (the title the agent set on its pane), screen (read by mam's rules from a capture) or none (the
+    backend gave nothing to read)."""
 
     state: str  # one of AGENT_STATES
-    source: str  # backend, screen or none
+    source: str  # hook, backend, title, screen or none (docs/states.md, "Sources")
     evidence: Mapping[str, object] | None = None
+    age: float | None = None  # seconds since its source last said so (None: the source cannot tell)
 
     def as_json(self) -> dict[str, object]:
         return {"state": self.state, "state_source": self.source,
-                "evidence": dict(self.evidence) if self.evidence is not None else None}
+                "evidence": dict(self.evidence) if self.evidence is not None else None,
+                "state_age": round(self.age, 1) if self.age is not None else None}
 
 
 @dataclass(frozen=True)
