@@ -28,7 +28,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "backends")]
 
 def refresh_costs(env: dict[str, str], workspace: str, runs: int) -> dict[str, list[float]]:
     from mam.app import App
-    from mam.cli.top import Actions
+    from mam.cli.topactions import Actions
     from mam.topmodel import Poller
 
     actions = Actions(App.open(workspace, "tmux", env))

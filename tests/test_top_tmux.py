@@ -23,7 +23,7 @@ from textual.pilot import Pilot
 from textual.widgets import DataTable, Static
 
 from mam.app import App
-from mam.cli.top import Actions
+from mam.cli.topactions import Actions
 from mam.cli.topview import Pager, TopApp
 
 STANDIN = str(Path(__file__).parent / "agents" / "standin.py")

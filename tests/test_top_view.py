@@ -41,7 +41,7 @@ class Stand:
 def run(app: TopApp, steps: Any) -> None:
     async def scenario() -> None:
         async with app.run_test(size=(100, 30)) as pilot:
-            for _ in range(100):
+            for _ in range(600):  # a busy machine may take a while to run the first refresh's threads
                 if app.query_one(DataTable).row_count == 2:
                     break
                 await pilot.pause(0.05)
@@ -66,7 +66,7 @@ def test_keys_list_and_an_error_is_said_not_fatal() -> None:
         await pilot.press("escape")
         assert not isinstance(app.screen, Pager)
         await pilot.press("x", "y")  # the cursor is on asker, first because blocked
-        for _ in range(100):
+        for _ in range(600):
             if "tmux said no" in said(app):
                 break
             await pilot.pause(0.05)
@@ -130,7 +130,7 @@ def test_enter_hands_the_terminal_to_the_attach_client_and_comes_back(monkeypatc
 
     async def steps(pilot: Any) -> None:
         await pilot.press("down", "enter")  # writer: second, below the blocked asker
-        for _ in range(100):
+        for _ in range(600):
             if "detached" in said(app):
                 break
             await pilot.pause(0.05)

@@ -220,4 +220,4 @@ def test_no_other_command_imports_textual(ws: Workspace, args: list[str]) -> Non
     modules = set(proc.stderr.rsplit("MODULES ", 1)[1].split())
     assert "mam.cli.top" in modules or args != ["top", "--help"]  # the check can see a module that is loaded
     assert not {m for m in modules if m == "textual" or m.startswith(("textual.", "rich"))}
-    assert not {"mam.cli.topview", "mam.topmodel"} & modules
+    assert not {"mam.cli.topview", "mam.cli.topactions", "mam.topmodel"} & modules

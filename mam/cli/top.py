@@ -1,11 +1,11 @@
-"""`mam top`: the command, and what each of the live view's keys does, through the code of the CLI command of
-the same name. Textual itself is imported only by mam/cli/topview.py, and only when the view starts, so no other
-command's start-up pays for it."""
+"""`mam top`: the command alone. What its keys do is mam/cli/topactions.py, the view mam/cli/topview.py (the
+only module that imports Textual); both are imported only when the view starts, so no other command's
+start-up pays for them."""
 
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -14,12 +14,7 @@ from mam.cli.context import begin, end_children
 from mam.cli.options import HostFilter
 from mam.errors import MamError
 
-if TYPE_CHECKING:
-    from mam.app import App
-    from mam.topmodel import Group, TopRow
-
 INSTALL_HINT = "pip install 'mam[top]' (or: pip install textual)"
-PEEK_LINES = 40
 
 
 def top(ctx: typer.Context,
@@ -43,6 +38,7 @@ def top(ctx: typer.Context,
         if (exc.name or "").partition(".")[0] not in ("textual", "rich"):
             raise
         raise MamError("operation_failed", f"mam top needs Textual, which is not installed: {INSTALL_HINT}") from None
+    from mam.cli.topactions import Actions
 
     actions = Actions(call.open(), server or (), host)
     try:
@@ -50,105 +46,3 @@ def top(ctx: typer.Context,
     finally:
         end_children()  # a call still waiting on a hung server ends with the view
     return 0
-
-
-class Actions:
-    """What the view asks for, each through the code of the CLI command of the same name: the listing is
-    `mam status --server S --host H`; `s` is `mam send NAME TEXT --enter`; `x` is `mam stop`; `r` is
-    `mam restore NAME`; Enter is `mam exec -- attach-session` on tmux until `mam attach` exists."""
-
-    def __init__(self, app: App, servers: tuple[str, ...] | list[str] = (), host: str | None = None) -> None:
-        from mam.hosts import checked_host, host_key
-
-        self.app, self.servers = app, tuple(servers)
-        self.host = None if host is None else host_key(checked_host(host))
-        app.plugins  # noqa: B018 - loaded here, once, before the poller's threads share it
-        from mam.availability import resolve_explicit_backend
-
-        resolve_explicit_backend(app)
-
-    def registered(self) -> list[dict[str, Any]]:
-        """The registry's rows in scope (the explicit backend's, on --server and --host when given)."""
-        from mam.rows import rows_on
-
-        rows = rows_on(self.app, self.app.load_registry(), None)
-        return [{"name": r.name, "backend": r.backend, "server": r.server, "host": r.host or "", "status": r.status}
-                for r in rows if (not self.servers or r.server in self.servers)
-                and (self.host is None or (r.host or "") == self.host)]
-
-    def fetch(self, group: Group) -> dict[str, Any]:
-        """One group's status document: one listing call per server, its agents' states read with it."""
-        from mam.statusview import status_document
-
-        server, host = group
-        return status_document(self.app, [server], host=host or "local")
-
-    def send(self, row: TopRow, text: str) -> str:
-        from mam.commands.interact import send_document
-
-        return str(send_document(self.app, row.name, text, True, row.server, row.host or "local")["message"])
-
-    def answer(self, row: TopRow, text: str) -> str:
-        """An answer to a blocked agent: typed and submitted as `mam send` types, only while it is blocked."""
-        if row.state != "blocked":
-            raise MamError("usage", f"{row.name} is {row.state}, not blocked: there is no question to answer",
-                           hint="press s to send it a prompt")
-        return self.send(row, text)
-
-    def stop(self, row: TopRow) -> str:
-        from mam.commands.lifecycle import stop_document
-
-        doc = stop_document(self.app, row.name, row.server, host=row.host or "local")
-        return f"{doc['name']}: {doc['status']} ({doc['message']})"
-
-    def restore(self, row: TopRow) -> str:
-        from mam.commands.restore import restore_document
-
-        doc = restore_document(self.app, [row.name], server=row.server, host=row.host or "local")
-        said = [f"{a['name']}: {a['outcome'].replace('_', ' ')}: {a['message']}" for a in doc["agents"]]
-        return "; ".join(said) or f"{row.name}: nothing to restore"
-
-    def peek(self, row: TopRow, lines: int = PEEK_LINES) -> list[str]:
-        """The last `lines` non-blank lines of the agent's screen, as its backend captures it for the state
-        rules (escaped for display by the view)."""
-        from mam.fanout import call_context, outcomes_for
-        from mam.plugin.records import Failure, ServerState
-        from mam.route import remote_route
-
-        key = (row.backend, row.server, row.host)
-        outcome = outcomes_for(self.app, {key})[key]
-        if outcome.state is not ServerState.UP:
-            why = outcome.error.message if outcome.error else outcome.state.value
-            raise MamError("operation_failed", f"{row.backend} server {row.server}: {why}")
-        agent = next((a for a in outcome.agents if a.name == row.name), None)
-        if agent is None:
-            raise MamError("operation_failed", f"{row.name} is not running on {row.backend} server {row.server}")
-        backend = self.app.plugins.backend(row.backend)
-        with remote_route(self.app.route(row.host or None)):
-            found = self.app.plugins.capture_panes(backend, row.server, (agent,), call_context(self.app))
-        if found is None or isinstance(found, Failure) or row.name not in found or found[row.name].text is None:
-            raise MamError("operation_failed", f"backend {row.backend} could not show {row.name}'s screen")
-        text = found[row.name].text or ""
-        shown = text.rstrip("\n").splitlines()
-        while shown and not shown[-1].strip():
-            shown.pop()
-        return shown[-lines:]
-
-    def attach_command(self, row: TopRow) -> tuple[str, list[str], dict[str, str]]:
-        """The program, argv and environment that attach to the agent's pane, as `mam exec` builds them."""
-        if row.backend != "tmux":
-            raise MamError("operation_failed", f"attaching from mam top is not available for backend {row.backend} "
-                           "yet", hint=f"mam --backend {row.backend} exec --server {row.server} -- ...")
-        from mam.app import App
-        from mam.commands.passthrough import exec_command
-
-        app = App.open(str(self.app.workspace.root), row.backend, self.app.env)
-        return exec_command(app, row.server, ["attach-session", "-t", f"={row.name}"], row.host or "local")
-
-
-def attach(program: str, argv: list[str], env: dict[str, str]) -> int:
-    """Run the attaching client in this terminal until it detaches (the view is suspended meanwhile)."""
-    import subprocess
-
-    # No time limit: a person is using it; it ends when they detach.
-    return subprocess.run(argv, executable=program, env=env, check=False).returncode  # noqa: S603 - exec's argv

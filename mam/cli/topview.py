@@ -16,7 +16,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Input, Static
 
-from mam.cli.top import Actions, attach
+from mam.cli.topactions import Actions, attach
 from mam.errors import MamError
 from mam.render import visible
 from mam.topmodel import (
