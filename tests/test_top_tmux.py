@@ -117,7 +117,11 @@ def test_top_over_a_tmux_fleet(ws: Workspace, tmux: Tmux, tmp_path: Path) -> Non
             assert "  $ npm run test:e2e" in app.screen.lines and "npm run test:e2e" in screen(tmux, one, "zasker")
             await pilot.press("escape")
 
-            # `a` answers the blocked one, as `mam send NAME TEXT --enter` types; `a` on another is refused.
+            # `s` to the blocked one is refused, as `mam send` refuses it: its question would take the prompt.
+            await pilot.press("s", *"hello", "enter")
+            await until(pilot, lambda: "blocked" in said(app) and "sending" not in said(app))
+            assert "nothing was sent" in said(app), said(app)
+            # `a` answers it, as `mam send NAME --answer TEXT --enter`; `a` on another is refused.
             await pilot.press("a", "1", "enter")
             await until(pilot, lambda: "got: 1" in screen(tmux, one, "zasker"))
             assert "got: 1" in screen(tmux, one, "zasker")

@@ -16,8 +16,9 @@ PEEK_LINES = 40
 
 class Actions:
     """What the view asks for, each through the code of the CLI command of the same name: the listing is
-    `mam status --server S --host H`; `s` is `mam send NAME TEXT --enter`; `x` is `mam stop`; `r` is
-    `mam restore NAME`; Enter is `mam exec -- attach-session` on tmux until `mam attach` exists."""
+    `mam status --server S --host H`; `s` is `mam send NAME TEXT --enter`, `a` the same with --answer; `x` is
+    `mam stop`; `r` is `mam restore NAME`; Enter is `mam exec -- attach-session` on tmux until `mam attach`
+    exists."""
 
     def __init__(self, app: App, servers: tuple[str, ...] | list[str] = (), host: str | None = None) -> None:
         from mam.hosts import checked_host, host_key
@@ -51,11 +52,11 @@ class Actions:
         return str(send_document(self.app, row.name, text, True, row.server, row.host or "local")["message"])
 
     def answer(self, row: TopRow, text: str) -> str:
-        """An answer to a blocked agent: typed and submitted as `mam send` types, only while it is blocked."""
-        if row.state != "blocked":
-            raise MamError("usage", f"{row.name} is {row.state}, not blocked: there is no question to answer",
-                           hint="press s to send it a prompt")
-        return self.send(row, text)
+        """`mam send NAME --answer TEXT --enter`: sent only while the agent is blocked (send refuses otherwise)."""
+        from mam.commands.interact import send_document
+
+        return str(send_document(self.app, row.name, text, True, row.server, row.host or "local",
+                                 answer=True)["message"])
 
     def stop(self, row: TopRow) -> str:
         from mam.commands.lifecycle import stop_document

@@ -36,7 +36,7 @@ STYLES = {"blocked": "bold red", "done": "green", "working": "yellow", "idle": "
 KEYS = [("Enter", "attach to the agent's pane (back here when you detach)"),
         ("p", "peek: the last lines of its screen"),
         ("s", "send it a prompt (as mam send NAME TEXT --enter)"),
-        ("a", "answer a blocked agent"),
+        ("a", "answer a blocked agent (as mam send NAME --answer TEXT --enter)"),
         ("x", "stop it (asks first; as mam stop)"),
         ("r", "restore a dead one (as mam restore NAME)"),
         ("/", "filter by name, state, backend, server or host (empty: all)"),
