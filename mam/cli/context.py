@@ -16,7 +16,8 @@ if TYPE_CHECKING:
     from mam.app import App
 
 # Why a command takes no --json, where there is more to say than that it has none.
-NO_JSON_BECAUSE = {"mam exec": "its output is the backend's own", "mam attach": "it runs the backend's own client"}
+NO_JSON_BECAUSE = {"mam exec": "its output is the backend's own", "mam attach": "it runs the backend's own client",
+                   "mam top": "it is a live view; `mam status --json` prints the same rows once"}
 
 
 @dataclass

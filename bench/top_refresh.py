@@ -1,0 +1,84 @@
+"""What `mam top` costs per refresh: the poller of the live view (mam.topmodel.Poller with mam top's own actions,
+one `mam status --server S` call per server, each in its own thread) over N real tmux servers whose panes run
+stand-in agents (one working, redrawing, per server), timed inside one process as the view runs it. Beside it,
+one `mam --backend tmux status --json` process over the same fleet, for scale.
+
+Per refresh: wall time (from asking to the last answer), the CPU time of the mam process (every thread), and
+the CPU time of the tmux clients it ran (its children). The view itself only reads a snapshot under a lock and
+redraws; that is not measured here.
+
+Run: python3 bench/top_refresh.py [--servers 10] [--agents 5] [--runs 10].
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from common import interleaved, median
+from state_status import servers_with_agents
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "backends")]
+
+
+def refresh_costs(env: dict[str, str], workspace: str, runs: int) -> dict[str, list[float]]:
+    from mam.app import App
+    from mam.cli.topactions import Actions
+    from mam.topmodel import Poller
+
+    actions = Actions(App.open(workspace, "tmux", env))
+    poller = Poller(actions.registered, actions.fetch, patience=60)
+    samples: dict[str, list[float]] = {"wall_ms": [], "cpu_ms": [], "children_cpu_ms": [], "calls": []}
+    for run in range(runs + 1):
+        before, cpu, children = time.perf_counter(), time.process_time(), os.times()
+        calls = poller.calls
+        poller.refresh()
+        while poller.busy():
+            time.sleep(0.001)
+        rows, _ = poller.snapshot()
+        after = os.times()
+        if run == 0:
+            continue  # the first refresh loads the plugins and the rules: the view pays it once
+        samples["wall_ms"].append((time.perf_counter() - before) * 1000)
+        samples["cpu_ms"].append((time.process_time() - cpu) * 1000)
+        samples["children_cpu_ms"].append((after.children_user + after.children_system
+                                           - children.children_user - children.children_system) * 1000)
+        samples["calls"].append(poller.calls - calls)
+        assert len(rows) == len(poller.registered()), "every registered agent has a row"
+    return samples
+
+
+def measure(servers: int = 10, agents: int = 5, runs: int = 10) -> dict[str, Any]:
+    with servers_with_agents(servers, agents) as (env, workspace):
+        top = refresh_costs(env, workspace, runs)
+        # This checkout's mam, as the in-process poller above runs it (not whichever `mam` is first on PATH).
+        here = {**env, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "backends")])}
+        status = interleaved([("mam status", [sys.executable, "-m", "mam", "--backend", "tmux", "status", "--json"])],
+                             runs, here, workspace)
+    return {"servers": servers, "agents": servers * agents, "top": top, "status_ms": status["mam status"]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--servers", type=int, default=10)
+    parser.add_argument("--agents", type=int, default=5, help="per server")
+    parser.add_argument("--runs", type=int, default=10)
+    args = parser.parse_args()
+    result = measure(args.servers, args.agents, args.runs)
+    top = result["top"]
+    print(f"mam top, one refresh over {result['agents']} agents on {result['servers']} tmux servers "
+          f"(median of {args.runs}):")
+    print(f"  wall            {median(top['wall_ms']):7.1f} ms")
+    print(f"  CPU, mam        {median(top['cpu_ms']):7.1f} ms")
+    print(f"  CPU, tmux calls {median(top['children_cpu_ms']):7.1f} ms")
+    print(f"  server calls    {median(top['calls']):7.0f} (one per server)")
+    print(f"mam status --json, a whole process: {median(result['status_ms']):7.1f} ms wall")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,48 @@
+"""`mam top`: the command alone. What its keys do is mam/cli/topactions.py, the view mam/cli/topview.py (the
+only module that imports Textual); both are imported only when the view starts, so no other command's
+start-up pays for them."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from mam.cli import complete
+from mam.cli.context import begin, end_children
+from mam.cli.options import HostFilter
+from mam.errors import MamError
+
+INSTALL_HINT = "pip install 'mam[top]' (or: pip install textual)"
+
+
+def top(ctx: typer.Context,
+        server: Annotated[list[str] | None, typer.Option(
+            "--server", metavar="NAME", autocompletion=complete.servers,
+            help="only the rows of this server (repeatable)")] = None,
+        host: HostFilter = None,
+        interval: Annotated[float, typer.Option(
+            "--interval", metavar="SECONDS",
+            help="seconds between refreshes while things change (0.2 to 60); up to 8 times longer while nothing "
+                 "does")] = 1.0) -> int:
+    call = begin(ctx, None)
+    if not (0.2 <= interval <= 60):
+        raise MamError("usage", f"--interval {interval:g}: expected seconds, at least 0.2 and at most 60")
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise MamError("usage", "mam top is a full-screen view and needs a terminal",
+                       hint="for output to a pipe or a file use `mam status --watch` (or `mam status --json`)")
+    try:
+        from mam.cli.topview import TopApp
+    except ImportError as exc:
+        if (exc.name or "").partition(".")[0] not in ("textual", "rich"):
+            raise
+        raise MamError("operation_failed", f"mam top needs Textual, which is not installed: {INSTALL_HINT}") from None
+    from mam.cli.topactions import Actions
+
+    actions = Actions(call.open(), server or (), host)
+    try:
+        TopApp(actions, interval=interval).run()
+    finally:
+        end_children()  # a call still waiting on a hung server ends with the view
+    return 0

@@ -1,0 +1,99 @@
+"""What each key of `mam top` does, through the code of the CLI command of the same name. Imported only when
+the view starts (mam/cli/top.py names the command alone), so no other command's start-up pays for it."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mam.app import App
+    from mam.topmodel import Group, TopRow
+
+PEEK_LINES = 40
+
+
+class Actions:
+    """What the view asks for, each through the code of the CLI command of the same name: the listing is
+    `mam status --server S --host H`; `s` is `mam send NAME TEXT --enter`, `a` the same with --answer; `x` is
+    `mam stop`; `r` is `mam restore NAME`; Enter is `mam exec -- attach-session` on tmux until `mam attach`
+    exists."""
+
+    def __init__(self, app: App, servers: tuple[str, ...] | list[str] = (), host: str | None = None) -> None:
+        from mam.hosts import checked_host, host_key
+
+        self.app, self.servers = app, tuple(servers)
+        self.host = None if host is None else host_key(checked_host(host))
+        app.plugins  # noqa: B018 - loaded here, once, before the poller's threads share it
+        from mam.availability import resolve_explicit_backend
+
+        resolve_explicit_backend(app)
+
+    def registered(self) -> list[dict[str, Any]]:
+        """The registry's rows in scope (the explicit backend's, on --server and --host when given)."""
+        from mam.rows import rows_on
+
+        rows = rows_on(self.app, self.app.load_registry(), None)
+        return [{"name": r.name, "backend": r.backend, "server": r.server, "host": r.host or "", "status": r.status}
+                for r in rows if (not self.servers or r.server in self.servers)
+                and (self.host is None or (r.host or "") == self.host)]
+
+    def fetch(self, group: Group) -> dict[str, Any]:
+        """One group's status document: one listing call per server, its agents' states read with it."""
+        from mam.statusview import status_document
+
+        server, host = group
+        return status_document(self.app, [server], host=host or "local")
+
+    def send(self, row: TopRow, text: str) -> str:
+        from mam.commands.interact import send_document
+
+        return str(send_document(self.app, row.name, text, True, row.server, row.host or "local")["message"])
+
+    def answer(self, row: TopRow, text: str) -> str:
+        """`mam send NAME --answer TEXT --enter`: sent only while the agent is blocked (send refuses otherwise)."""
+        from mam.commands.interact import send_document
+
+        return str(send_document(self.app, row.name, text, True, row.server, row.host or "local",
+                                 answer=True)["message"])
+
+    def stop(self, row: TopRow) -> str:
+        from mam.commands.lifecycle import stop_document
+
+        doc = stop_document(self.app, row.name, row.server, host=row.host or "local")
+        return f"{doc['name']}: {doc['status']} ({doc['message']})"
+
+    def restore(self, row: TopRow) -> str:
+        from mam.commands.restore import restore_document
+
+        doc = restore_document(self.app, [row.name], server=row.server, host=row.host or "local")
+        said = [f"{a['name']}: {a['outcome'].replace('_', ' ')}: {a['message']}" for a in doc["agents"]]
+        return "; ".join(said) or f"{row.name}: nothing to restore"
+
+    def peek(self, row: TopRow, lines: int = PEEK_LINES) -> list[str]:
+        """The last `lines` lines of the agent's screen, as `mam peek NAME --lines N` prints them."""
+        from mam.peeking import peek_document
+
+        return list(peek_document(self.app, row.name, lines, row.server, row.host or "local")["lines"])
+
+    def attach_command(self, row: TopRow) -> tuple[str, list[str], dict[str, str]]:
+        """The program, argv and environment of the client `mam attach NAME` runs (tmux switches the client top
+        runs in when that is on the agent's server)."""
+        import os
+        import sys
+
+        from mam.peeking import attach_command
+
+        try:
+            tty: str | None = os.ttyname(sys.stdin.fileno())
+        except (OSError, ValueError):
+            tty = None
+        command = attach_command(self.app, row.name, row.server, row.host or "local", tty)
+        return command.program, command.argv, command.env
+
+
+def attach(program: str, argv: list[str], env: dict[str, str]) -> int:
+    """Run the attaching client in this terminal until it detaches (the view is suspended meanwhile)."""
+    import subprocess
+
+    # No time limit: a person is using it; it ends when they detach.
+    return subprocess.run(argv, executable=program, env=env, check=False).returncode  # noqa: S603 - exec's argv

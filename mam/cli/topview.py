@@ -1,0 +1,361 @@
+"""The live view of `mam top`, in Textual. It only draws and takes keys: the rows, their order, the filter, the
+columns and the pacing come from mam.topmodel; every server is asked in a thread of the model's poller, and
+every key's action runs in a worker thread, so a slow or hung server never holds the screen."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual import work
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import DataTable, Input, Static
+
+from mam.cli.topactions import Actions, attach
+from mam.errors import MamError
+from mam.render import visible
+from mam.topmodel import (
+    HEADERS,
+    Pacer,
+    Poller,
+    ServerLine,
+    TopRow,
+    columns_for,
+    filtered,
+    fingerprint,
+    widths_for,
+)
+
+TICK = 0.25  # seconds between two looks at the poller (cheap: a snapshot under a lock)
+STYLES = {"blocked": "bold red", "done": "green", "working": "yellow", "idle": "cyan", "unknown": "dim"}
+KEYS = [("Enter", "attach to the agent's pane (back here when you detach)"),
+        ("p", "peek: the last lines of its screen"),
+        ("s", "send it a prompt (as mam send NAME TEXT --enter)"),
+        ("a", "answer a blocked agent (as mam send NAME --answer TEXT --enter)"),
+        ("x", "stop it (asks first; as mam stop)"),
+        ("r", "restore a dead one (as mam restore NAME)"),
+        ("/", "filter by name, state, backend, server or host (empty: all)"),
+        ("?", "this list"), ("q", "quit")]
+
+
+def _key_of(row: TopRow) -> str:
+    return "\x1f".join(row.key)
+
+
+class Ask(ModalScreen[str | None]):
+    """One line of input: a prompt, an answer, a filter. Escape cancels."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "cancel")]
+    DEFAULT_CSS = """
+    Ask { align: center middle; }
+    Ask > Vertical { width: 90%; max-width: 100; height: auto; border: round $accent; padding: 0 1; }
+    """
+
+    def __init__(self, title: str, value: str = "") -> None:
+        super().__init__()
+        self.title_text, self.value = title, value
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(Text(self.title_text))
+            yield Input(value=self.value, id="ask")
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.dismiss(event.value)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class Confirm(ModalScreen[bool]):
+    """y stops, anything else keeps it running."""
+
+    DEFAULT_CSS = """
+    Confirm { align: center middle; }
+    Confirm > Static { width: auto; max-width: 90%; border: round $error; padding: 0 1; }
+    """
+
+    def __init__(self, question: str) -> None:
+        super().__init__()
+        self.question = question
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text(f"{self.question} [y/N]"))
+
+    def on_key(self, event: Any) -> None:
+        event.stop()
+        self.dismiss(event.key in ("y", "Y"))
+
+
+class Pager(ModalScreen[None]):
+    """Text to read (a peek, the keys): any of Escape, q or the key that opened it closes it."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,p,question_mark", "close", "close")]
+    DEFAULT_CSS = """
+    Pager { align: center middle; }
+    Pager > VerticalScroll { width: 95%; height: 90%; border: round $accent; padding: 0 1; }
+    """
+
+    def __init__(self, title: str, lines: list[str]) -> None:
+        super().__init__()
+        self.title_text, self.lines = title, lines
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll():
+            yield Static(Text(self.title_text, style="bold"))
+            yield Static(Text("\n".join(self.lines)), id="pager-text")
+
+    def on_mount(self) -> None:
+        self.query_one(VerticalScroll).scroll_end(animate=False)
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
+class TopApp(App[None]):
+    """One row per registered agent, blocked first; the servers that are down or not answering below."""
+
+    TITLE = "mam top"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("p", "peek", "peek"), Binding("s", "send", "send"), Binding("a", "answer", "answer"),
+        Binding("x", "stop", "stop"), Binding("r", "restore", "restore"), Binding("slash", "filter", "filter"),
+        Binding("question_mark", "keys", "keys"), Binding("q", "quit", "quit")]
+    DEFAULT_CSS = """
+    #title { height: 1; background: $boost; }
+    #table { height: 1fr; }
+    #servers { height: auto; max-height: 6; color: $warning; }
+    #said { height: 1; background: $boost; }
+    """
+
+    def __init__(self, actions: Actions, interval: float = 1.0, patience: float | None = None) -> None:
+        super().__init__()
+        self.actions = actions
+        # A server is "not answering" once its call has taken longer than a refresh would wait, at least 2 s.
+        patience = patience if patience is not None else max(2.0, interval)
+        self.poller = Poller(actions.registered, actions.fetch, patience)
+        self.pacer = Pacer(base=interval, most=8 * interval)
+        self.query_text = ""
+        self.rows: list[TopRow] = []
+        self.lines: list[ServerLine] = []
+        self._layout: dict[str, int] = {}
+        self._drawn_keys: list[str] = []  # the rows in the table, top to bottom, and their cells
+        self._drawn: dict[str, dict[str, tuple[str, str]]] = {}  # Text's == ignores its style: compare both
+        self._next_refresh = 0.0
+        self._seen_version = -1
+        self._last_print: Any = None
+        self._refreshed_at: float | None = None
+        self._drawn_at = 0.0
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="title")
+        table: DataTable[Any] = DataTable(id="table", cursor_type="row", zebra_stripes=False)
+        yield table
+        yield Static(id="servers")
+        yield Static(Text("? keys  q quit"), id="said")
+
+    def on_mount(self) -> None:
+        self.query_one(DataTable).focus()
+        self.set_interval(TICK, self.tick)
+        self.tick()
+
+    # The refresh loop: ask when the pacer says so, draw when an answer came (or once a second, for the ages).
+
+    def tick(self) -> None:
+        now = time.monotonic()
+        if now >= self._next_refresh:
+            rows, lines = self.poller.snapshot()
+            changed = fingerprint(rows, lines) != self._last_print
+            self._last_print = fingerprint(rows, lines)
+            self._next_refresh = now + self.pacer.next(changed)
+            self._refresh_servers()
+        if self.poller.version != self._seen_version or now - self._drawn_at >= 1.0:
+            self._seen_version = self.poller.version
+            self.draw()
+
+    @work(thread=True, group="refresh")
+    def _refresh_servers(self) -> None:
+        try:
+            self.poller.refresh()  # reads the registry here, off the screen's thread
+            self._refreshed_at = time.time()
+        except MamError as exc:
+            self.call_from_thread(self.say, f"cannot read the registry: {exc.message}")
+
+    def kick(self) -> None:
+        """Refresh now (after a key's action), at the quick pace."""
+        self.pacer.reset()
+        self._next_refresh = 0.0
+
+    def draw(self) -> None:
+        self._drawn_at = time.monotonic()
+        now = time.time()
+        self.rows, self.lines = self.poller.snapshot()
+        shown = filtered(self.rows, self.query_text)
+        table: DataTable[Any] = self.query_one(DataTable)
+        columns = columns_for(self.size.width)
+        selected = self.selected()
+        with self.batch_update():
+            widths = widths_for(self.size.width, columns, shown, now)
+            if widths != self._layout:  # a resize, or a longer name: the columns again, in the same frame
+                table.clear(columns=True)
+                for column in columns:
+                    table.add_column(HEADERS[column], key=column, width=widths[column])
+                self._layout = widths
+                self._drawn_keys = []  # new columns: every row again
+            drawn = {_key_of(row): self._cells(row, columns, now) for row in shown}
+            if list(drawn) == self._drawn_keys and table.row_count == len(drawn):
+                # The same rows in the same order: only the cells that changed are rewritten, in place.
+                for key, cells in drawn.items():
+                    for column, cell in zip(columns, cells, strict=True):
+                        if self._drawn.get(key, {}).get(column) != (cell.plain, str(cell.style)):
+                            table.update_cell(key, column, cell)
+            else:
+                table.clear()
+                for key, cells in drawn.items():
+                    table.add_row(*cells, key=key)
+                if selected is not None and selected in [r.key for r in shown]:
+                    table.move_cursor(row=[r.key for r in shown].index(selected), animate=False)
+            self._drawn_keys = list(drawn)
+            self._drawn = {key: {c: (cell.plain, str(cell.style)) for c, cell in zip(columns, cells, strict=True)}
+                           for key, cells in drawn.items()}
+            blocked = sum(r.state == "blocked" for r in self.rows)
+            seen = f"refreshed {int(now - self._refreshed_at)}s ago" if self._refreshed_at else "asking the servers"
+            flt = f"  filter: {self.query_text}" if self.query_text else ""
+            self.query_one("#title", Static).update(Text(visible(
+                f"mam top  {len(shown)}/{len(self.rows)} agents, {blocked} blocked  {seen}, every "
+                f"{self.pacer.interval:.1f}s{flt}")))
+            self.query_one("#servers", Static).update(Text("\n".join(visible(line.text(now)) for line in self.lines)))
+
+    @staticmethod
+    def _cells(row: TopRow, columns: list[str], now: float) -> list[Text]:
+        cells = row.cells(now)
+        style = "dim" if row.stale else STYLES.get(row.state, "")
+        return [Text(visible(cells[c]), style=style if c == "state" else ("dim" if row.stale else "")) for c in columns]
+
+    def selected(self) -> tuple[str, str, str, str] | None:
+        table: DataTable[Any] = self.query_one(DataTable)
+        if not table.row_count:
+            return None
+        shown = filtered(self.rows, self.query_text)
+        return shown[table.cursor_row].key if 0 <= table.cursor_row < len(shown) else None
+
+    def selected_row(self) -> TopRow | None:
+        key = self.selected()
+        row = next((r for r in self.rows if r.key == key), None)
+        if row is None:
+            self.say("no agent selected")
+        return row
+
+    def say(self, text: str) -> None:
+        self.query_one("#said", Static).update(Text(visible(text)))
+
+    # The keys. Each action runs in a worker thread and says its outcome on the bottom line.
+
+    @work(thread=True, group="action")
+    def act(self, label: str, action: Callable[..., Any], *args: Any) -> None:
+        try:
+            said = f"{label}: {action(*args)}"
+        except MamError as exc:
+            said = f"{label}: {exc.message}" + (f" ({exc.hint})" if exc.hint else "")
+        self.call_from_thread(self.say, said)
+        self.call_from_thread(self.kick)
+
+    def action_send(self) -> None:
+        row = self.selected_row()
+        if row is not None:
+            self._ask_then(f"send to {row.name} (Enter submits, Escape cancels):", "send", self.actions.send, row)
+
+    def action_answer(self) -> None:
+        row = self.selected_row()
+        if row is None:
+            return
+        if row.state != "blocked":
+            self.say(f"{row.name} is {row.state}, not blocked: press s to send it a prompt")
+            return
+        self._ask_then(f"answer {row.name} ({row.why}):", "answer", self.actions.answer, row)
+
+    def _ask_then(self, title: str, label: str, action: Callable[[TopRow, str], str], row: TopRow) -> None:
+        def done(text: str | None) -> None:
+            if text is not None:
+                self.say(f"{label} {row.name}: sending")
+                self.act(f"{label} {row.name}", action, row, text)
+
+        self.push_screen(Ask(visible(title)), done)
+
+    def action_stop(self) -> None:
+        row = self.selected_row()
+        if row is None:
+            return
+
+        def done(yes: bool | None) -> None:
+            if yes:
+                self.say(f"stop {row.name}: stopping")
+                self.act(f"stop {row.name}", self.actions.stop, row)
+            else:
+                self.say(f"{row.name} left running")
+
+        self.push_screen(Confirm(visible(f"stop {row.name} on {row.backend} server {row.server}?")), done)
+
+    def action_restore(self) -> None:
+        row = self.selected_row()
+        if row is not None:
+            self.say(f"restore {row.name}: restoring")
+            self.act(f"restore {row.name}", self.actions.restore, row)
+
+    def action_filter(self) -> None:
+        def done(text: str | None) -> None:
+            if text is not None:
+                self.query_text = text.strip()
+                self.draw()
+
+        self.push_screen(Ask("filter by name, state, backend, server or host (empty: all):", self.query_text), done)
+
+    def action_keys(self) -> None:
+        self.push_screen(Pager("keys", [f"{key:>6}  {what}" for key, what in KEYS] + [
+            "", "Rows: blocked first, then done, then the rest. Columns dropped as the terminal narrows: AGE, "
+                "SOURCE, HOST, BACKEND, FOR, SERVER."]))
+
+    def action_peek(self) -> None:
+        row = self.selected_row()
+        if row is not None:
+            self.say(f"peek {row.name}: capturing")
+            self._peek(row)
+
+    @work(thread=True, group="action")
+    def _peek(self, row: TopRow) -> None:
+        try:
+            lines = self.actions.peek(row)
+        except MamError as exc:
+            self.call_from_thread(self.say, f"peek {row.name}: {exc.message}")
+            return
+        self.call_from_thread(self.say, f"peek {row.name}: {len(lines)} lines")
+        self.call_from_thread(self.push_screen, Pager(visible(f"{row.name}: the last lines of its screen"),
+                                                      [visible(line) for line in lines]))
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        row = self.selected_row()
+        if row is not None:
+            self._attach_worker(row)
+
+    @work(thread=True, group="action")
+    def _attach_worker(self, row: TopRow) -> None:
+        try:
+            command = self.actions.attach_command(row)
+        except MamError as exc:
+            self.call_from_thread(self.say, f"attach {row.name}: {exc.message}")
+            return
+        self.call_from_thread(self._attach_here, row, command)
+
+    def _attach_here(self, row: TopRow, command: tuple[str, list[str], dict[str, str]]) -> None:
+        try:
+            with self.suspend():
+                code = attach(*command)
+        except Exception as exc:  # no terminal to hand over (a headless driver): say so, keep the view
+            self.say(f"attach {row.name}: cannot hand the terminal over: {type(exc).__name__}")
+            return
+        self.say(f"attach {row.name}: detached (exit {code})")
+        self.kick()

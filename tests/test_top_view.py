@@ -1,0 +1,140 @@
+"""The `mam top` view over stand-in actions (no servers): `?` lists the keys, an action's error is said on the
+bottom line without ending the view, and `NO_COLOR` drops every colour."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import Any
+
+import pytest
+
+pytest.importorskip("textual")
+
+from textual.widgets import DataTable, Static
+
+from mam.cli.topview import Pager, TopApp
+from mam.errors import MamError
+from mam.topmodel import TopRow
+
+
+class Stand:
+    """The actions `mam top` takes, answering at once from a fixed fleet."""
+
+    def registered(self) -> list[dict[str, Any]]:
+        return [{"name": n, "backend": "tmux", "server": "team", "host": "", "status": "running"}
+                for n in ("asker", "writer")]
+
+    def fetch(self, group: tuple[str, str]) -> dict[str, Any]:
+        def session(name: str, state: str) -> dict[str, Any]:
+            return {"name": name, "backend": "tmux", "server": "team", "host": None, "status": "running",
+                    "live": "alive", "state": state, "state_source": "screen",
+                    "evidence": {"rule": f"codex.{state}", "line": "x"}}
+
+        return {"sessions": [session("writer", "working"), session("asker", "blocked")],
+                "servers": [{"backend": "tmux", "server": "team", "host": None, "state": "up", "error": None}]}
+
+    def stop(self, row: TopRow) -> str:
+        raise MamError("operation_failed", f"could not stop {row.name}: tmux said no")
+
+
+def run(app: TopApp, steps: Any) -> None:
+    async def scenario() -> None:
+        async with app.run_test(size=(100, 30)) as pilot:
+            for _ in range(600):  # a busy machine may take a while to run the first refresh's threads
+                if app.query_one(DataTable).row_count == 2:
+                    break
+                await pilot.pause(0.05)
+            await steps(pilot)
+
+    asyncio.run(scenario())
+
+
+def said(app: TopApp) -> str:
+    return str(app.query_one("#said", Static).render())
+
+
+def test_keys_list_and_an_error_is_said_not_fatal() -> None:
+    app = TopApp(Stand(), interval=0.2)  # type: ignore[arg-type]
+
+    async def steps(pilot: Any) -> None:
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, Pager)
+        text = "\n".join(app.screen.lines)
+        for key in ("Enter", "p", "s", "a", "x", "r", "/", "?"):
+            assert f"{key:>6}  " in text
+        await pilot.press("escape")
+        assert not isinstance(app.screen, Pager)
+        await pilot.press("x", "y")  # the cursor is on asker, first because blocked
+        for _ in range(600):
+            if "tmux said no" in said(app):
+                break
+            await pilot.pause(0.05)
+        assert said(app) == "stop asker: could not stop asker: tmux said no"
+        assert app.query_one(DataTable).row_count == 2  # the view goes on
+
+    run(app, steps)
+
+
+def test_no_color_drops_the_colours(monkeypatch: pytest.MonkeyPatch) -> None:
+    shots = {}
+    for no_color in (False, True):
+        if no_color:
+            monkeypatch.setenv("NO_COLOR", "1")
+        else:
+            monkeypatch.delenv("NO_COLOR", raising=False)
+        app = TopApp(Stand(), interval=0.2)  # type: ignore[arg-type]
+
+        async def steps(pilot: Any, app: TopApp = app, no_color: bool = no_color) -> None:
+            await pilot.pause(0.1)
+            shots[no_color] = app.export_screenshot()
+
+        run(app, steps)
+    # Colours without it (the blocked state in red, the selected row's blue); only greys with it.
+    assert colours(shots[False]) - greys(shots[False])
+    assert colours(shots[True]) == greys(shots[True]) and "asker" in shots[True]
+
+
+def colours(svg: str) -> set[str]:
+    return {c.lower() for c in re.findall(r"(?:fill|color):\s*(#[0-9a-fA-F]{6})", svg)}
+
+
+def greys(svg: str) -> set[str]:
+    """The colours of `svg` whose red, green and blue are (nearly) equal."""
+    found = set()
+    for c in colours(svg):
+        r, g, b = (int(c[i:i + 2], 16) for i in (1, 3, 5))
+        if max(r, g, b) - min(r, g, b) <= 8:
+            found.add(c)
+    return found
+
+
+def test_enter_hands_the_terminal_to_the_attach_client_and_comes_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    import contextlib
+
+    from mam.cli import topview
+
+    ran: list[tuple[str, list[str]]] = []
+
+    class Attaching(Stand):
+        def attach_command(self, row: TopRow) -> tuple[str, list[str], dict[str, str]]:
+            return ("/usr/bin/tmux", ["tmux", "-L", row.server, "attach-session", "-t", f"={row.name}"], {})
+
+    def attach(program: str, argv: list[str], env: dict[str, str]) -> int:
+        ran.append((program, argv))
+        return 0
+
+    monkeypatch.setattr(topview, "attach", attach)
+    app = TopApp(Attaching(), interval=0.2)  # type: ignore[arg-type]
+    monkeypatch.setattr(app, "suspend", contextlib.nullcontext)  # the headless driver has no terminal to give
+
+    async def steps(pilot: Any) -> None:
+        await pilot.press("down", "enter")  # writer: second, below the blocked asker
+        for _ in range(600):
+            if "detached" in said(app):
+                break
+            await pilot.pause(0.05)
+        assert ran == [("/usr/bin/tmux", ["tmux", "-L", "team", "attach-session", "-t", "=writer"])]
+        assert said(app) == "attach writer: detached (exit 0)"
+
+    run(app, steps)

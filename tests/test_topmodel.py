@@ -1,0 +1,223 @@
+"""The model behind `mam top` (mam.topmodel), without a terminal: the order of the rows, the filter, the columns
+that fit a width, the refresh pacing, and the poller that keeps a hung server from holding up the others. Then
+the command's refusals and its start-up promise: no other command imports Textual."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from conftest import Workspace
+from mam.errors import MamError
+from mam.topmodel import (
+    COLUMNS,
+    DROP_ORDER,
+    WIDTHS,
+    Pacer,
+    Poller,
+    TopRow,
+    ago,
+    columns_for,
+    filtered,
+    fingerprint,
+    ordered,
+)
+
+
+def top_row(name: str, state: str, server: str = "s1", host: str = "", backend: str = "tmux") -> TopRow:
+    return TopRow(name, backend, server, host, "running", "alive", state, "screen", "")
+
+
+def test_blocked_first_then_done_then_the_rest_by_name() -> None:
+    rows = [top_row("a", "working"), top_row("b", "done"), top_row("c", "idle"), top_row("z", "blocked"),
+            top_row("d", "unknown"), top_row("y", "blocked")]
+    assert [r.name for r in ordered(rows)] == ["y", "z", "b", "a", "c", "d"]
+
+
+def test_the_filter_matches_name_state_backend_server_or_host_every_word() -> None:
+    rows = [top_row("fixer", "blocked", "team"), top_row("writer", "idle", "solo", host="box"),
+            top_row("tester", "working", "team", backend="herdr")]
+    assert [r.name for r in filtered(rows, "FIX")] == ["fixer"]
+    assert [r.name for r in filtered(rows, "idle")] == ["writer"]
+    assert [r.name for r in filtered(rows, "herdr")] == ["tester"]
+    assert [r.name for r in filtered(rows, "team")] == ["fixer", "tester"]
+    assert [r.name for r in filtered(rows, "box")] == ["writer"]
+    assert [r.name for r in filtered(rows, "local team blocked")] == ["fixer"]  # every word must match
+    assert len(filtered(rows, "  ")) == 3
+
+
+@pytest.mark.parametrize("width", [60, 80, 100, 120, 160, 200])
+def test_columns_fit_the_width_and_drop_in_the_stated_order(width: int) -> None:
+    shown = columns_for(width)
+    assert shown[0] == "name" and "state" in shown and shown[-1] == "why"
+    dropped = [c for c in COLUMNS if c not in shown]
+    assert set(dropped) == set(DROP_ORDER[:len(dropped)])  # always the first ones of the order
+    if len(dropped) < len(DROP_ORDER):
+        assert sum(WIDTHS.get(c, 0) + 2 for c in shown) + 20 <= width
+
+
+def test_80_columns_keep_name_server_state_for_and_why() -> None:
+    assert columns_for(80) == ["name", "server", "state", "for", "why"]
+    assert columns_for(160) == list(COLUMNS)
+
+
+def test_the_pace_slows_while_nothing_changes_and_quickens_on_a_change() -> None:
+    pacer = Pacer(base=1.0, most=8.0, factor=2.0)
+    assert [pacer.next(False) for _ in range(5)] == [2.0, 4.0, 8.0, 8.0, 8.0]
+    assert pacer.next(True) == 1.0
+    pacer.next(False)
+    pacer.reset()
+    assert pacer.interval == 1.0
+
+
+def test_ages() -> None:
+    assert (ago(None, 10), ago(7, 10), ago(0, 125), ago(0, 7200), ago(0, 3 * 86400)) == ("-", "3s", "2m", "2h", "3d")
+
+
+def doc(group: tuple[str, str], state: str = "idle", server_state: str = "up") -> dict[str, Any]:
+    server, host = group
+    sessions = [{"name": f"{server}-a", "backend": "tmux", "server": server, "host": host or None,
+                 "status": "running", "live": "alive" if server_state == "up" else "unknown", "state": state,
+                 "state_source": "screen", "evidence": {"rule": f"gemini.{state}", "line": "x"},
+                 "state_age": 30 if server_state == "up" else None}]
+    servers = [{"backend": "tmux", "server": server, "host": host or None, "state": server_state,
+                "error": None if server_state == "up" else {"kind": "timeout", "message": "timed out after 5 s"}}]
+    return {"sessions": sessions, "servers": servers}
+
+
+class Fleet:
+    """Registered agents on three servers; server s3 hangs when told to, until released."""
+
+    def __init__(self) -> None:
+        self.hang = threading.Event()
+        self.release = threading.Event()
+        self.asked: list[tuple[str, str]] = []
+        self.down: set[str] = set()
+
+    def registered(self) -> list[Mapping[str, Any]]:
+        return [{"name": f"{s}-a", "backend": "tmux", "server": s, "host": "", "status": "running"}
+                for s in ("s1", "s2", "s3")]
+
+    def fetch(self, group: tuple[str, str]) -> dict[str, Any]:
+        self.asked.append(group)
+        if group[0] == "s3" and self.hang.is_set():
+            self.release.wait(30)
+            return doc(group, "unknown", "unknown")
+        if group[0] == "s2" and "s2" in self.down:
+            raise MamError("usage", ".mam/states.yaml: bad rule")
+        return doc(group, "blocked" if group[0] == "s2" else "idle")
+
+
+def settle(poller: Poller) -> None:
+    deadline = time.monotonic() + 10
+    while poller.busy() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def test_the_poller_asks_each_server_once_and_a_hung_one_holds_no_other() -> None:
+    fleet = Fleet()
+    poller = Poller(fleet.registered, fleet.fetch, patience=0.2)
+    rows, lines = poller.snapshot()
+    assert rows == [] and lines == []
+    assert poller.refresh() == 3
+    settle(poller)
+    rows, lines = poller.snapshot()
+    assert [(r.name, r.state) for r in rows] == [("s2-a", "blocked"), ("s1-a", "idle"), ("s3-a", "idle")]
+    assert rows[0].why == "gemini.blocked" and lines == []
+    first = fingerprint(rows, lines)
+    fleet.hang.set()
+    assert poller.refresh() == 3
+    time.sleep(0.4)  # longer than the patience: s3 is not answering
+    assert poller.refresh() == 2  # s1 and s2 asked again; s3's call is still in flight, never a second one
+    assert fleet.asked.count(("s3", "")) == 2
+    settle_others = time.monotonic() + 10
+    while sum(g == ("s1", "") for g in fleet.asked) < 3 and time.monotonic() < settle_others:
+        time.sleep(0.01)
+    rows, lines = poller.snapshot()
+    hung = next(r for r in rows if r.server == "s3")
+    assert hung.stale and hung.state == "unknown" and "not answering" in hung.why and "last seen" in hung.why
+    assert [(line.server, line.state) for line in lines] == [("s3", "unknown")]
+    assert "no answer for" in lines[0].reason and lines[0].last_seen is not None
+    assert "last seen" in lines[0].text(time.time())
+    assert next(r for r in rows if r.server == "s2").state == "blocked"  # the others still answer
+    assert fingerprint(rows, lines) != first
+    fleet.release.set()
+    settle(poller)
+    rows, lines = poller.snapshot()
+    answered = next(r for r in rows if r.server == "s3")
+    assert not answered.stale and answered.live == "unknown" and "last seen" in answered.why
+    assert [(line.server, line.state, line.reason) for line in lines] == [("s3", "unknown", "timed out after 5 s")]
+
+
+def test_a_group_that_fails_is_a_line_not_the_end_of_the_view() -> None:
+    fleet = Fleet()
+    fleet.down.add("s2")
+    poller = Poller(fleet.registered, fleet.fetch, patience=5)
+    poller.refresh()
+    settle(poller)
+    rows, lines = poller.snapshot()
+    assert [(line.server, line.reason) for line in lines] == [("s2", ".mam/states.yaml: bad rule")]
+    assert next(r for r in rows if r.server == "s2").why == "not read yet"
+
+
+def test_how_long_in_a_state_counts_from_the_change() -> None:
+    fleet = Fleet()
+    clock = [1000.0]
+    poller = Poller(fleet.registered, fleet.fetch, patience=5, clock=lambda: clock[0])
+    poller.refresh()
+    settle(poller)
+    since = next(r for r in poller.snapshot()[0] if r.server == "s1").since
+    clock[0] = 1060.0
+    poller.refresh()
+    settle(poller)
+    row = next(r for r in poller.snapshot()[0] if r.server == "s1")
+    assert row.since == since == 1000.0 and row.cells(clock[0])["for"] == "1m"
+    # AGE: how long ago the state's source said so (its state_age at the reading), growing until the next one.
+    assert row.cells(clock[0])["age"] == "30s" and row.cells(clock[0] + 5)["age"] == "35s"
+
+
+# The command: refusals, and no other command's start-up pays for Textual.
+
+def test_top_refuses_without_a_terminal_and_points_at_status_watch(ws: Workspace) -> None:
+    proc = ws.mam("top")
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines()[0] == "mam: mam top is a full-screen view and needs a terminal"
+    assert "mam status --watch" in proc.stderr
+    assert ws.mam("top", "--json").returncode == 2
+
+
+def test_top_without_textual_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch, ws: Workspace) -> None:
+    from mam.cli.main import run
+
+    class Tty:
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setitem(sys.modules, "textual", None)  # import textual now raises ImportError
+    monkeypatch.delitem(sys.modules, "mam.cli.topview", raising=False)  # imported afresh, as in a new process
+    monkeypatch.setattr(sys, "stdin", Tty())
+    monkeypatch.setattr(sys, "stdout", Tty())
+    monkeypatch.setenv("MAM_WORKSPACE", str(ws.root))
+    with pytest.raises(MamError) as raised:
+        run(["top"])
+    assert raised.value.exit_code == 1 and "pip install 'mam[top]'" in raised.value.message
+    assert "\n" not in raised.value.message
+
+
+@pytest.mark.parametrize("args", [["--help"], ["status", "--json"], ["top", "--help"]])
+def test_no_other_command_imports_textual(ws: Workspace, args: list[str]) -> None:
+    code = ("import sys, runpy\nsys.argv = ['mam', *" + repr(args) + "]\n"
+            "try:\n    runpy.run_module('mam', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+            "sys.stderr.write('\\nMODULES ' + ' '.join(sorted(sys.modules)))\n")
+    proc = subprocess.run([sys.executable, "-c", code], env=ws.env, cwd=ws.root, capture_output=True, text=True,
+                          timeout=60)
+    modules = set(proc.stderr.rsplit("MODULES ", 1)[1].split())
+    assert "mam.cli.top" in modules or args != ["top", "--help"]  # the check can see a module that is loaded
+    assert not {m for m in modules if m == "textual" or m.startswith(("textual.", "rich"))}
+    assert not {"mam.cli.topview", "mam.cli.topactions", "mam.topmodel"} & modules
