@@ -29,6 +29,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -108,6 +109,20 @@ def _plans(env: dict[str, str], workspace: str, servers: list[str], tmp: str) ->
     return plans
 
 
+def _timed(argv: list[str], env: dict[str, str], cwd: str) -> tuple[float, float]:
+    """Wall time of one process and the CPU time (user + system) it and the children it waited for used, in
+    ms: a blocking wait4, as common.run_ms waits. CPU time is what load barely changes."""
+    started = time.perf_counter()
+    proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = (time.perf_counter() - started) * 1000
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        run_ms(argv, env, cwd)  # raises, with the reason
+    return wall, (usage.ru_utime + usage.ru_stime) * 1000
+
+
 def measure(servers: int = 50, agents: int = 4, rounds: int = 30, seed: int = 1) -> dict[str, Any]:
     load_before = os.getloadavg()
     with tmux_servers(servers, agents, prefix="fan") as (env, workspace):
@@ -130,31 +145,38 @@ def measure(servers: int = 50, agents: int = 4, rounds: int = 30, seed: int = 1)
             for _, _, _, argv, cwd in cases:  # warm-up, untimed
                 run_ms(argv, menv, cwd)
             samples: dict[str, list[float]] = {f"{c}|{s}|{n}": [] for c, s, n, _, _ in cases}
+            cpu: dict[str, list[float]] = {key: [] for key in samples}
+            pairs = [[case for case in cases if case[:2] == pair] for pair in {case[:2]: None for case in cases}]
             rng = random.Random(seed)
             for _ in range(rounds):
-                order = list(cases)
-                rng.shuffle(order)
-                for comparison, side, count, argv, cwd in order:
-                    samples[f"{comparison}|{side}|{count}"].append(run_ms(argv, menv, cwd))
+                # The two counts of one side run back to back (in either order), so that their difference sees
+                # one moment's load; the four sides in a fresh order each round.
+                rng.shuffle(pairs)
+                for pair in pairs:
+                    for comparison, side, count, argv, cwd in rng.sample(pair, 2):
+                        wall, used = _timed(argv, menv, cwd)
+                        samples[f"{comparison}|{side}|{count}"].append(wall)
+                        cpu[f"{comparison}|{side}|{count}"].append(used)
         finally:
             shutil.rmtree(one_server, ignore_errors=True)
             shutil.rmtree(tmp, ignore_errors=True)
-    return {"servers": servers, "agents": agents, "rounds": rounds, "samples": samples,
+    return {"servers": servers, "agents": agents, "rounds": rounds, "samples": samples, "cpu": cpu,
             "load": [round(x, 2) for x in load_before], "load_after": [round(x, 2) for x in os.getloadavg()],
             "date": datetime.date.today().isoformat()}
 
 
 def marginals(result: dict[str, Any], comparison: str, side: str, start: int = 0,
-              stop: int | None = None) -> list[float]:
-    """Per round: the side's time over all servers minus its time over one, in ms."""
-    s = result["samples"]
+              stop: int | None = None, measure: str = "samples") -> list[float]:
+    """Per round: the side's time over all servers minus its time over one, in ms (`measure` "cpu": CPU time)."""
+    s = result[measure]
     many, one = s[f"{comparison}|{side}|{result['servers']}"], s[f"{comparison}|{side}|1"]
     return [a - b for a, b in zip(many[start:stop], one[start:stop], strict=True)]
 
 
-def ratio(result: dict[str, Any], comparison: str, start: int = 0, stop: int | None = None) -> float:
-    return median(marginals(result, comparison, MAM, start, stop)) / median(
-        marginals(result, comparison, RAW, start, stop))
+def ratio(result: dict[str, Any], comparison: str, start: int = 0, stop: int | None = None,
+          measure: str = "samples") -> float:
+    return median(marginals(result, comparison, MAM, start, stop, measure)) / median(
+        marginals(result, comparison, RAW, start, stop, measure))
 
 
 def block_ratios(result: dict[str, Any], comparison: str, block: int) -> list[float]:
@@ -173,8 +195,8 @@ def section(result: dict[str, Any], block: int = 10) -> str:
              f"{' '.join(map(str, result['load']))} before and {' '.join(map(str, result['load_after']))} after "
              "(2 cores, other jobs running).", "",
              f"| comparison | mam, 1 server | mam, {n} | raw, 1 | raw, {n} | mam marginal | raw marginal | ratio | "
-             f"ratio per {block} rounds | |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             f"ratio per {block} rounds | CPU time: mam marginal, raw marginal, ratio | |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for comparison in (LISTING, STATES):
         m = {k: median(v) for k, v in s.items() if k.startswith(comparison + "|")}
         r = ratio(result, comparison)
@@ -183,7 +205,10 @@ def section(result: dict[str, Any], block: int = 10) -> str:
             f"| {comparison} | {m[f'{comparison}|{MAM}|1']:.0f} ms | {m[f'{comparison}|{MAM}|{n}']:.0f} ms | "
             f"{m[f'{comparison}|{RAW}|1']:.0f} ms | {m[f'{comparison}|{RAW}|{n}']:.0f} ms | "
             f"{median(marginals(result, comparison, MAM)):.1f} ms | {median(marginals(result, comparison, RAW)):.1f} ms"
-            f" | {r:.2f}x | {', '.join(f'{b:.2f}' for b in blocks)} | {'met' if r <= TARGET else '**missed**'} |")
+            f" | {r:.2f}x | {', '.join(f'{b:.2f}' for b in blocks)} | "
+            f"{median(marginals(result, comparison, MAM, measure='cpu')):.1f} ms, "
+            f"{median(marginals(result, comparison, RAW, measure='cpu')):.1f} ms, "
+            f"{ratio(result, comparison, measure='cpu'):.2f}x | {'met' if r <= TARGET else '**missed**'} |")
     return "\n".join(lines) + "\n"
 
 
