@@ -94,8 +94,13 @@ class Screen:
 def settle(found: Mapping[str, AgentState | Screen], library: Callable[[], Library],
            budget: float | None = None) -> dict[str, AgentState]:
     """Each state of `found`, its screens read now, each within `budget` seconds (None: no limit)."""
-    return {name: read_capture(library(), state.kinds, state.capture, state.stale_after, budget)
-            if isinstance(state, Screen) else state for name, state in found.items()}
+    if not any(isinstance(state, Screen) for state in found.values()):
+        return {name: state for name, state in found.items() if isinstance(state, AgentState)}  # all of them
+    from mam.kinds.classify import time_limits
+
+    with time_limits():
+        return {name: read_capture(library(), state.kinds, state.capture, state.stale_after, budget)
+                if isinstance(state, Screen) else state for name, state in found.items()}
 
 
 def read_capture(library: Library, kinds: tuple[str | None, ...], capture: PaneCapture | None,
