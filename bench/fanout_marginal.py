@@ -142,8 +142,12 @@ def measure(servers: int = 50, agents: int = 4, rounds: int = 30, seed: int = 1)
                                   [sys.executable, "-m", "mam", "--backend", "tmux", "status", *flags, "--json"], cwd))
                     cases.append((comparison, RAW, count,
                                   [sys.executable, "-c", RAW_CHILD, plans[(comparison, count)]], cwd))
-            for _, _, _, argv, cwd in cases:  # warm-up, untimed
-                run_ms(argv, menv, cwd)
+            for _, side, count, argv, cwd in cases:  # warm-up, untimed; mam must have asked `count` servers
+                run_ms(argv, {**menv, "MAM_WORKSPACE": cwd}, cwd)
+                if side == MAM:
+                    doc = json.loads(subprocess.run(argv, env={**menv, "MAM_WORKSPACE": cwd}, cwd=cwd, check=True,
+                                                    capture_output=True, text=True, timeout=120).stdout)
+                    assert [s["state"] for s in doc["servers"]] == ["up"] * count, doc["servers"]
             samples: dict[str, list[float]] = {f"{c}|{s}|{n}": [] for c, s, n, _, _ in cases}
             cpu: dict[str, list[float]] = {key: [] for key in samples}
             pairs = [[case for case in cases if case[:2] == pair] for pair in {case[:2]: None for case in cases}]
@@ -154,7 +158,7 @@ def measure(servers: int = 50, agents: int = 4, rounds: int = 30, seed: int = 1)
                 rng.shuffle(pairs)
                 for pair in pairs:
                     for comparison, side, count, argv, cwd in rng.sample(pair, 2):
-                        wall, used = _timed(argv, menv, cwd)
+                        wall, used = _timed(argv, {**menv, "MAM_WORKSPACE": cwd}, cwd)
                         samples[f"{comparison}|{side}|{count}"].append(wall)
                         cpu[f"{comparison}|{side}|{count}"].append(used)
         finally:
