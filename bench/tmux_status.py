@@ -34,10 +34,11 @@ def _sleeper(_: int) -> tuple[list[str], str | None]:
 
 @contextmanager
 def tmux_servers(servers: int, agents: int, agent: Agent = _sleeper, prefix: str = "bench",
-                 settle: float = 0.0) -> Iterator[tuple[dict[str, str], str]]:
+                 settle: float = 0.0, unique: bool = False) -> Iterator[tuple[dict[str, str], str]]:
     """N real tmux servers on private sockets with `agents` sessions each (running what `agent` says), and a
     workspace whose registry (as mam writes it) lists them all; the environment to run mam in, and the
-    workspace. `settle`: seconds to let the agents draw their first screen. Killed on exit."""
+    workspace. `settle`: seconds to let the agents draw their first screen. `unique`: each agent's name holds
+    its server's number (`s003-agent-1`), else every server has agent-0... Killed on exit."""
     if shutil.which("mam") is None or shutil.which("tmux") is None:
         raise SystemExit("needs mam (pip install -e .) and tmux")
     tmpdir = tempfile.mkdtemp(prefix="mb", dir="/tmp")  # short: socket paths are limited
@@ -46,14 +47,15 @@ def tmux_servers(servers: int, agents: int, agent: Agent = _sleeper, prefix: str
     names = [f"{prefix}-{i:03d}" for i in range(servers)]
     try:
         rows = []
-        for server in names:
+        for number, server in enumerate(names):
             for a in range(agents):
                 argv, kind = agent(a)
-                subprocess.run(["tmux", "-L", server, "-f", "/dev/null", "new-session", "-d", "-s", f"agent-{a}",
+                session = f"s{number:03d}-agent-{a}" if unique else f"agent-{a}"
+                subprocess.run(["tmux", "-L", server, "-f", "/dev/null", "new-session", "-d", "-s", session,
                                 "-x", "120", "-y", "40", "--", *argv], env=env, check=True, timeout=30)
-                row = {"name": f"agent-{a}", "backend": "tmux", "server": server, "status": "running"}
+                row = {"name": session, "backend": "tmux", "server": server, "status": "running"}
                 if kind is not None:
-                    subprocess.run(["tmux", "-L", server, "set-option", "-t", f"agent-{a}", "@mam_agent", kind],
+                    subprocess.run(["tmux", "-L", server, "set-option", "-t", session, "@mam_agent", kind],
                                    env=env, check=True, timeout=30)
                     row["agent"] = kind
                 rows.append(row)

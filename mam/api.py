@@ -16,6 +16,7 @@ from mam.plugin.helpers import first_line, parse_or_failure, poll_until
 from mam.plugin.listing import find_for_stop
 from mam.plugin.records import (
     AGENT_STATES,
+    OPERATIONS,
     Agent,
     AgentState,
     Backend,
@@ -67,9 +68,9 @@ def net_namespaces(*, timeout: float, env: Mapping[str, str]) -> dict[str, list[
 
 
 __all__ = [
-    "AGENT_STATES", "HOOK_API", "NAME_PATTERN", "SESSION_ID_PATTERN", "Agent", "AgentState", "Backend", "BackendSpec",
-    "BootstrapContext", "BootstrapResult", "CallContext", "CommandResult", "ErrorKind", "Failure", "PaneCapture",
-    "ScrubRule", "SendResult", "ServerCommand", "ServerError", "ServerOptions", "SpawnRequest", "SpawnResult",
-    "SpawningBackend", "StopResult", "find_for_stop", "first_line", "hookimpl", "is_valid_name", "net_namespaces",
-    "open_log", "open_text_log", "parse_or_failure", "poll_until", "read_text", "run",
+    "AGENT_STATES", "HOOK_API", "NAME_PATTERN", "OPERATIONS", "SESSION_ID_PATTERN", "Agent", "AgentState", "Backend",
+    "BackendSpec", "BootstrapContext", "BootstrapResult", "CallContext", "CommandResult", "ErrorKind", "Failure",
+    "PaneCapture", "ScrubRule", "SendResult", "ServerCommand", "ServerError", "ServerOptions", "SpawnRequest",
+    "SpawnResult", "SpawningBackend", "StopResult", "find_for_stop", "first_line", "hookimpl", "is_valid_name",
+    "net_namespaces", "open_log", "open_text_log", "parse_or_failure", "poll_until", "read_text", "run",
 ]

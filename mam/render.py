@@ -269,8 +269,8 @@ def status_text(doc: dict[str, Any], servers: Sequence[str] = (), host: str | No
 def why(session: dict[str, Any]) -> str | None:
     """The evidence of a session's state, short: the backend's field, or the rule (and any fact) that decided."""
     evidence = session.get("evidence") or {}
-    if "field" in evidence:
-        return f"{evidence['field']}={evidence['value']}"
+    if "field" in evidence:  # with why a hook report was set aside, when one was
+        return f"{evidence['field']}={evidence['value']}" + (f": {evidence['fact']}" if evidence.get("fact") else "")
     parts = [str(evidence[key]) for key in ("rule", "fact") if evidence.get(key)]
     return ": ".join(parts) or None
 
@@ -280,7 +280,7 @@ def _rule_width(session: dict[str, Any], reason: str) -> int:
     follows, room for the ellipsis after it."""
     evidence = session.get("evidence") or {}
     if "field" in evidence:
-        return len(visible(reason))
+        return len(visible(f"{evidence['field']}={evidence['value']}"))
     rule = evidence.get("rule")
     if not rule:
         return 0

@@ -280,8 +280,11 @@ def _restore(app: App, step: Step, progress: bool, trust: SpecTrust) -> None:
     assignments, step.env_missing = env_assignments(app, list(step.spec.get("env_names") or ()))
     kind = row.agent or step.spec.get("kind") or Path(step.argv[0]).name
     try:
-        request = spawn_request(app.plugins.spec(row.backend), row.name, kind, step.spec["cwd"], tuple(step.argv),
-                                assignments)
+        from mam.report import identity  # as spawn gives it (docs/hooks.md)
+
+        spec = app.plugins.spec(row.backend)
+        own = identity(spec.spawn_env, bool(row.host), row.name, app.workspace.dot_mam)
+        request = spawn_request(spec, row.name, kind, step.spec["cwd"], tuple(step.argv), assignments + own)
     except MamError as exc:
         step.outcome, step.message = "failed", exc.message
         return

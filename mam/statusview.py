@@ -16,7 +16,7 @@ from mam.plugin.records import AGENT_STATES, AgentState, ServerOutcome, ServerSt
 from mam.registry import Row
 from mam.rows import session_entry
 
-NO_STATE = {"state": None, "state_source": None, "evidence": None}  # --no-state: not read
+NO_STATE = {"state": None, "state_source": None, "evidence": None, "state_age": None}  # --no-state: not read
 
 
 def add_state(entry: dict[str, Any], outcome: ServerOutcome | None, states: Mapping[str, AgentState]) -> None:
@@ -105,16 +105,31 @@ class _StateReader:
     """The fan-out's `after` step (the states of the live agents that have rows, one capture call per server),
     then `settle`: the captured screens read by the rules, in the calling thread, each within its time limit."""
 
-    def __init__(self, after: Any, library: Any, budget: float) -> None:
+    def __init__(self, after: Any, library: Any, budget: float, dot_mam: Any, fresh: float) -> None:
         self.after, self.library, self.budget = after, library, budget
+        self.dot_mam, self.fresh = dot_mam, fresh
+        self.panes: dict[ServerKey, dict[str, str | None]] = {}  # each live agent's pane id, from the listing
 
     def __call__(self, key: ServerKey, outcome: ServerOutcome) -> None:
         self.after(key, outcome)
 
     def settle(self, found: Mapping[ServerKey, Any]) -> dict[ServerKey, Mapping[str, AgentState]]:
+        """The sources in their order (mam.sources): the agents' own hook reports (of this machine's agents: a
+        remote agent's report is on its host), then what the backend gave, its screens read here."""
         from mam import agentstate as agent_state
+        from mam import sources
 
-        return {key: agent_state.settle(states, self.library, self.budget) for key, states in found.items()}
+        def screen(item: Any) -> AgentState:
+            return agent_state.read_capture(self.library(), item.kinds, item.capture, item.stale_after, self.budget)
+
+        def kind(item: Any) -> str | None:
+            return agent_state.kind_of(self.library(), item.kinds, item.capture.command)
+
+        out: dict[ServerKey, Mapping[str, AgentState]] = {}
+        for key, states in found.items():
+            reports = sources.reports(self.dot_mam, list(states)) if not key[2] else {}
+            out[key] = sources.decide(states, self.panes.get(key, {}), reports, screen, kind, fresh=self.fresh)
+        return out
 
 
 def _state_reader(app: App, rows: Sequence[Row], into: dict[ServerKey, Any]) -> _StateReader:
@@ -136,9 +151,14 @@ def _state_reader(app: App, rows: Sequence[Row], into: dict[ServerKey, Any]) -> 
         wanted = kinds.get(key, {})
         alive = tuple(a for a in outcome.agents if a.name is not None and a.name in wanted)
         if outcome.state is ServerState.UP and alive:
+            reader.panes[key] = {a.name or "": a.pane_id for a in alive}
             into[key] = agent_state.safe_server_states(app.plugins, key[0], key[1], alive, wanted, ctx, stale_after)
 
-    return _StateReader(after, library, budget)
+    from mam.sources import HOOK_FRESH
+
+    fresh = timeout_from_env(app.env, "MAM_HOOK_FRESH", HOOK_FRESH)
+    reader = _StateReader(after, library, budget, app.workspace.dot_mam, fresh)
+    return reader
 
 
 def _captures(app: App, backend: str) -> bool:

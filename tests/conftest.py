@@ -20,6 +20,11 @@ from typing import Any
 
 import pytest
 
+# The backend kit's fixtures, and its report of what it did not test of each backend (here: also under xdist).
+pytest_plugins = ["mam.testing.pytest_plugin"]
+# tests/plugins/* are packages of their own: their tests run installed, through tests/test_kit.py.
+collect_ignore_glob = ["plugins/*"]
+
 FAKES = Path(__file__).parent / "fakes"
 # Variables of the developer's own session that must never reach a test's mam or fake.
 _LEAKY_PREFIXES = ("MAM_", "HERDR_", "TMUX", "ZELLIJ", "CLAUDE", "CODEX_", "WORKSPACE_ROOT")

@@ -9,7 +9,8 @@ import mam.api
 
 ROOT = Path(__file__).resolve().parent.parent
 PLUGIN_SOURCES = sorted([*(ROOT / "backends").glob("mam_*/*.py"),
-                         *(ROOT / "tests" / "plugins" / "mam-echo" / "mam_echo").glob("*.py")])
+                         *(ROOT / "tests" / "plugins" / "mam-echo" / "mam_echo").glob("*.py"),
+                         *(ROOT / "tests" / "plugins" / "mam-minitmux" / "mam_minitmux").glob("*.py")])
 
 
 def _mam_imports(path: Path) -> set[str]:

@@ -15,13 +15,11 @@ from typing import ClassVar
 import pytest
 
 from conftest import FAKES, FakeHerdr, base_env
-from mam.plugin.records import Backend, Failure
+from mam.plugin.records import Backend, Failure, SpawnRequest
 from mam.testing import BackendContract, FakeRunner
 from mam_herdr.backend import HerdrBackend
 from mam_tmux.backend import TmuxBackend
 from mam_zellij.backend import ZellijBackend
-
-pytest_plugins = ["mam.testing.pytest_plugin"]
 
 
 class TestHerdrContract(BackendContract):
@@ -41,6 +39,7 @@ class TestHerdrContract(BackendContract):
         config = Path(tempfile.mkdtemp(prefix="mc", dir="/tmp"))
         env = base_env(tmp_path, XDG_CONFIG_HOME=str(config))
         self.fake = FakeHerdr(config, env)
+        self.fake.quick_starts()
         yield env
         self.fake.cleanup()
         shutil.rmtree(config, ignore_errors=True)
@@ -61,6 +60,11 @@ class TestHerdrContract(BackendContract):
     @pytest.fixture
     def bootstrap_server(self, env: dict[str, str]) -> Iterator[str]:
         yield "boot"
+
+    @pytest.fixture
+    def spawn_request(self, tmp_path: Path) -> SpawnRequest:
+        """herdr starts only the agent kinds it knows, each with its own program."""
+        return SpawnRequest(name="kit-agent", agent="claude", cwd=str(tmp_path), argv=("claude",))
 
 
 class TestZellijContract(BackendContract):

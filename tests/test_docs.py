@@ -123,11 +123,11 @@ def test_docs_cli_has_every_command_and_option() -> None:
     top = commands()
     assert {"status", "reconcile", "spawn", "stop", "forget", "prune", "demo", "shim", "version"} <= set(top)
     every = [(c,) for c in top]
-    for group in ("shim", "skills"):
+    for group in ("shim", "skills", "hooks"):
         every += [(group, sub) for sub in commands(group)]
     assert ("shim", "install") in every and ("skills", "install") in every
     for words in [(), *every]:
-        if words in (("shim",), ("skills",)):
+        if words in (("shim",), ("skills",), ("hooks",)):
             continue  # groups: documented with their subcommands
         name = " ".join(words)
         section = CLI_DOC  # the global options: anywhere

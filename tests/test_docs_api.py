@@ -59,6 +59,42 @@ def test_the_hooks_are_listed_in_the_guide_only() -> None:
 
 def test_the_guide_points_at_the_tested_examples() -> None:
     text = GUIDE.read_text()
-    for example in ("tests/plugins/mam-echo", "tests/plugins/mam-wrap"):
+    for example in ("tests/plugins/mam-echo", "tests/plugins/mam-wrap", "tests/plugins/mam-minitmux"):
         assert f"]({Path('..') / example})" in text, example
         assert (ROOT / example / "pyproject.toml").is_file()
+
+
+EXAMPLE = ROOT / "tests" / "plugins" / "mam-minitmux"
+
+
+def test_the_guides_complete_backend_is_the_tested_example() -> None:
+    """The guide's complete backend is every file of tests/plugins/mam-minitmux, each exactly as it is
+    (tests/test_kit.py runs them through the kit)."""
+    text = GUIDE.read_text()
+    section = text[text.index("## 6. A complete minimal backend"):]
+    shown = dict(re.findall(r"^\*\*`([^`]+)`\*\*\n\n```\w*\n(.*?)^```$", section, flags=re.DOTALL | re.MULTILINE))
+    files = {str(path.relative_to(EXAMPLE)): path.read_text() for path in sorted(EXAMPLE.rglob("*"))
+             if path.is_file() and "__pycache__" not in path.parts}
+    assert sorted(shown) == sorted(files)
+    for name, content in files.items():
+        assert shown[name] == content, f"docs/backends.md shows another {name} than tests/plugins/mam-minitmux"
+
+
+def test_every_fixture_and_setting_of_the_kit_is_in_the_guide() -> None:
+    from mam.testing import BackendContract
+
+    fixtures = {name for name, value in vars(BackendContract).items()
+                if not name.startswith("_") and getattr(value, "_fixture_function_marker", None) is not None}
+    settings = set(BackendContract.__annotations__)
+    assert {"backend", "spawn_request", "live_agent"} <= fixtures and "down_samples" in settings
+    documented = {cell.strip("`") for cell in _rows("**The fixtures**")}
+    assert fixtures | settings | {"fake_runner"} == documented
+
+
+def test_the_readme_kit_snippet_runs_as_shown() -> None:
+    """The README's example of the kit is a whole test module: its imports included."""
+    readme = (ROOT / "README.md").read_text()
+    snippet = next(block for block in re.findall(r"```python\n(.*?)```", readme, flags=re.DOTALL)
+                   if "BackendContract" in block)
+    assert "import pytest" in snippet
+    compile(snippet, "README.md", "exec")

@@ -55,7 +55,8 @@ def test_status_reports_stopped_session_down_and_never_starts_it(ws: Workspace) 
                                          "host": None, "status": "running", "live": "alive", "agent": "claude",
                                          "cwd": "/repo", "pane_id": "w1:p2", "state": "idle",
                                          "state_source": "backend",
-                                         "evidence": {"field": "agent_status", "value": "idle"}}
+                                         "evidence": {"field": "agent_status", "value": "idle"},
+                                         "state_age": None}
     queried = [c["argv"] for c in ws.herdr.calls() if "agent" in c["argv"]]
     assert ["--session", "ghost-srv", "agent", "list"] in queried
     assert ["--session", "live-srv", "agent", "list"] in queried

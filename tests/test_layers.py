@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 MAM = ROOT / "mam"
 CLI = MAM / "cli"
 COMMANDS = MAM / "commands"
-ENTRY = MAM / "__main__.py"  # `python3 -m mam`: runs the CLI
+ENTRIES = (MAM / "__main__.py", MAM / "entry.py")  # `python3 -m mam` and the `mam` script: they run the CLI
 CLI_FRAMEWORKS = {"typer", "click"}
 
 
@@ -60,7 +60,7 @@ def _sources(folder: Path) -> list[Path]:
 
 COMMAND_SOURCES = [p for p in _sources(COMMANDS) if p.name != "__init__.py"]
 CORE_SOURCES = [p for p in _sources(MAM) if not p.is_relative_to(CLI) and not p.is_relative_to(COMMANDS)
-                and p != ENTRY]
+                and p not in ENTRIES]
 BACKEND_SOURCES = _sources(ROOT / "backends")
 
 

@@ -30,7 +30,8 @@ COMMAND_SCHEMAS = {
     "status": "status.json", "reconcile": "reconcile.json", "ls": "ls.json", "bootstrap": "bootstrap.json",
     "spawn": "spawn.json", "stop": "stop.json", "forget": "forget.json", "prune": "forget.json",
     "backends": "backends.json", "env": "env.json", "version": "version.json", "shim install": "shim-install.json",
-    "skills install": "skills-install.json",
+    "skills install": "skills-install.json", "hooks install": "hooks.json", "hooks uninstall": "hooks.json",
+    "hooks status": "hooks.json",
     "demo": "demo.json", "restore": "restore.json", "wait": "wait.json", "send": "send.json", "kinds": "kinds.json",
 }
 SHARED = {"common.json", "error.json"}  # parts every document uses, and the error document of every command
@@ -252,6 +253,17 @@ def test_kinds_shipped_and_with_a_workspace_file(ws: Workspace) -> None:
 def test_skills_install(ws: Workspace, tmp_path: Path) -> None:
     doc = checked(ws, "skills install", "--dest", str(tmp_path / "skills"))
     assert doc["dest"] == str(tmp_path / "skills") and len(doc["skills"]) == 3
+
+
+def test_hooks_install_status_uninstall(ws: Workspace) -> None:
+    claude = Path(ws.env["HOME"]) / ".claude"
+    claude.mkdir()
+    (claude / "settings.json").write_text('{"model": "opus"}\n')
+    assert checked(ws, "hooks install", "--dry-run")["hooks"][0]["action"] == "would install"
+    assert [h["action"] for h in checked(ws, "hooks install")["hooks"]] == ["installed", "skipped", "skipped"]
+    assert checked(ws, "hooks status")["hooks"][0]["state"] == "installed"
+    (claude / "settings.json").write_text("{not json")
+    assert checked(ws, "hooks uninstall", "--agent", "claude", expect=1)["hooks"][0]["action"] == "refused"
 
 
 def test_shim_install(ws: Workspace, tmp_path: Path) -> None:

@@ -45,4 +45,6 @@ def mam_backends() -> list[BackendSpec]:
                         server_options=SERVER_OPTIONS, name_rule=agent_name_rule,
                         # `herdr server` stays in the foreground: it is started as a detached local process
                         remote_bootstrap=False,
-                        spawn_env=True)]  # `workspace create --env`
+                        spawn_env=True,  # `workspace create --env`
+                        # its state comes with the listing (`agent_status`): nothing to capture
+                        operations=frozenset({"spawn", "stop", "send", "client_argv"}))]

@@ -73,14 +73,16 @@ _ALL_DEAD = "#{==:#{W:#{P:#{?pane_dead,,x}}},}"
 # row only while the cursor is shown, and the pane's height), the command (anyone's process name) escaped, last.
 FACTS_FORMAT = SEP.join(["#{pane_id}", "#{pane_dead}", "#{pane_dead_status}", "#{pane_dead_signal}",
                          "#{window_activity}", "#{session_attached}", "#{session_last_attached}",
-                         "#{?cursor_flag,#{cursor_y},}", "#{pane_height}", _escaped("pane_current_command")])
+                         "#{?cursor_flag,#{cursor_y},}", "#{pane_height}", "#{pane_pid}", _escaped("pane_title"),
+                         _escaped("pane_current_command")])
 _FACTS = re.compile(rf"(%[0-9]+){SEP}([01]){SEP}([0-9]*){SEP}([0-9]*){SEP}([0-9]*){SEP}([0-9]*){SEP}([0-9]*){SEP}"
-                    rf"([0-9]*){SEP}([0-9]*){SEP}{_TEXT}")
+                    rf"([0-9]*){SEP}([0-9]*){SEP}([0-9]*){SEP}{_TEXT}{SEP}{_TEXT}")
 # The header may start with the server's clock (strftime's %s, which display-message expands): activity times are
 # the server's, so idleness is measured on its clock, not on this machine's (another host's may differ).
 SERVER_CLOCK = "%s"
-# Panes per capture call: each adds about 310 bytes of command, and tmux refuses a command of more than 16 KiB
-# ("command too long"): 53 panes pass on tmux 3.3a, 54 do not (about 60 did before the cursor was asked for).
+# Panes per capture call: each adds about 350 bytes of command, and tmux refuses a command of more than 16 KiB
+# ("command too long"): 53 panes passed on tmux 3.3a before pane_pid and pane_title were asked for (about 310
+# bytes each), so about 46 now; 40 pass in one call (checked on tmux 3.3a).
 CAPTURE_BATCH = 40
 _FACTS_LINE = re.compile(rf"(?:([0-9]+){SEP})?" + _FACTS.pattern + "\n")
 _ESCAPE = re.compile(r"\\(.)", re.DOTALL)
@@ -290,7 +292,8 @@ def parse_captures(stdout: str, nonce: str, pane_ids: list[str], now: float) -> 
         if match is None or match.group(2) != pane_id:
             raise ValueError(f"the capture header of pane {pane_id} does not parse")
         text = chunk[match.end():]
-        clock, _, dead, status, signal, activity, attached, last_attached, cursor, height, command = match.groups()
+        (clock, _, dead, status, signal, activity, attached, last_attached, cursor, height, pid, title,
+         command) = match.groups()
         server_now = int(clock) if clock else now
         ended = f"exit status {status}" if status else f"signal {signal}" if signal else None
         changed = int(activity) if activity else None
@@ -303,7 +306,8 @@ def parse_captures(stdout: str, nonce: str, pane_ids: list[str], now: float) -> 
         below = int(height) - 1 - int(cursor) if cursor and height and int(cursor) < int(height) else None
         out[pane_id] = PaneCapture(text=text, dead=dead == "1", dead_status=ended,
                                    command=_unescape(command) or None, idle_seconds=idle, seen=seen,
-                                   below_cursor=below)
+                                   below_cursor=below, pid=int(pid) if pid else None,
+                                   title=_unescape(title) if title else None)
     return out
 
 

@@ -37,4 +37,5 @@ def _load() -> Backend:
 def mam_backends() -> list[BackendSpec]:
     return [BackendSpec(name="zellij", description="zellij; a server is a session name", executable="zellij",
                         load=_load, markers=MARKERS, server_options=SERVER_OPTIONS,
-                        program_check=True)]
+                        program_check=True,
+                        operations=frozenset({"spawn", "stop", "send", "capture", "client_argv"}))]

@@ -7,7 +7,7 @@ import click
 import typer
 
 from mam import __version__
-from mam.cli import agents, interact, queries, tools
+from mam.cli import agents, hooks, interact, queries, tools
 from mam.cli.context import State, show_help
 
 DESCRIPTION = "mam, the multi-agent mux: track the coding agents running in terminal multiplexer panes."
@@ -129,6 +129,19 @@ _group("shim", "Shims that route herdr, tmux and zellij through `mam exec`.", "i
        "Write `herdr`, `tmux` and `zellij` shims; put DIR first on PATH and set MAM_SERVER to use them.")
 _group("skills", "Agent skills that drive mam.", "install", tools.skills_install,
        "Copy the multi-agent-mux skills (status, monitor, spawn) into a project.")
+
+hooks_group = _typer()
+hooks_group.callback()(_group_help)
+_add(hooks_group, "install", hooks.install, "Add mam's entries to each agent's own hook settings (Claude Code, Codex, "
+                                            "Gemini CLI), each running `mam report STATE`; a backup is kept.")
+_add(hooks_group, "uninstall", hooks.uninstall, "Remove mam's entries from the agents' hook settings, and nothing "
+                                                "else.")
+_add(hooks_group, "status", hooks.status, "Say per agent kind whether mam's hooks are installed.")
+app.add_typer(hooks_group, name="hooks", help="The agents' own hooks, which tell mam their state (docs/hooks.md).")
+ORDER.append("hooks")
+_add(app, "report", hooks.report, "Record the calling agent's state, for its hooks: .mam/reports/<$MAM_AGENT>.json "
+                                  "of $MAM_WORKSPACE; nothing outside an agent mam spawned.",
+     "Record the calling agent's state (run by its hooks).")
 
 _add(app, "demo", tools.demo, "Show mam at work on a private tmux server: spawn, status, drift, reconcile --apply, "
                               "restore after kill-server; then clean up.")

@@ -264,7 +264,10 @@ def _spawn(app: App, name: str, agent: str | None, server: str, cwd: str | None,
         write_change(app, _claim(key, fields, blocked))
         if blocked:  # another spawn of this name got the row first: leave it and its agent alone
             raise _taken(blocked[0])
-        request = spawn_request(spec, name, kind, str(directory), argv, assignments)
+        from mam.report import identity  # the hooks' `mam report` learns whose state it says (docs/hooks.md)
+
+        request = spawn_request(spec, name, kind, str(directory), argv,
+                                assignments + identity(spec.spawn_env, bool(there), name, app.workspace.dot_mam))
         row, outcome = launch(app, key, token, request, ctx, progress, assignments=assignments)
     finally:
         inflight.release(token)

@@ -23,6 +23,7 @@ from mam.plugin import spec as hookspecs
 from mam.plugin.builtin import CORE_PLUGIN, CoreDefaults, optional_operation, process_classification
 from mam.plugin.listing import ACTIVE_HOOKS
 from mam.plugin.records import (
+    OPERATIONS,
     Agent,
     AgentState,
     Backend,
@@ -167,6 +168,11 @@ class Plugins:
                 self.problems.append(LoadProblem(name, provider, f"backend name {shown(spec.name)} is not a name "
                                                  "--backend can select (1-64 letters, digits, '.', '_' or '-', "
                                                  "starting with a letter or digit)"))
+                continue
+            unknown = sorted(set(spec.operations or ()) - OPERATIONS.keys())
+            if unknown:  # a misspelled operation would never be tested, nor said to be left out
+                self.problems.append(LoadProblem(name, provider, f"backend {spec.name!r} declares unknown operations "
+                                                 f"{', '.join(map(shown, unknown))} (known: {', '.join(OPERATIONS)})"))
                 continue
             if spec.name in self._specs:
                 other = self._specs[spec.name].provider

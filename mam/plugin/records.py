@@ -172,20 +172,25 @@ class PaneCapture:
     idle_seconds: float | None = None  # seconds since the pane last changed: a working screen must be recent
     seen: bool | None = None  # someone has looked at it since it last changed (tmux: attached after it)
     below_cursor: int | None = None  # rows of `text` under the cursor's row, when the cursor is shown (tmux)
+    pid: int | None = None  # the pane's process (tmux pane_pid): a hook's report holds while it is the same
+    title: str | None = None  # the pane's title as the agent set it (tmux pane_title; hostile: matched, never run)
 
 
 @dataclass(frozen=True)
 class AgentState:
-    """An agent's state with the reason: `source` is backend (its own field), screen (read by mam's rules from
-    a capture) or none (the backend gave nothing to read)."""
+    """An agent's state with the reason: `source` is hook (the agent's own report), backend (its own field),
+    title (the title the agent set on its pane), screen (read by mam's rules from a capture) or none (the
+    backend gave nothing to read)."""
 
     state: str  # one of AGENT_STATES
-    source: str  # backend, screen or none
+    source: str  # hook, backend, title, screen or none (docs/states.md, "Sources")
     evidence: Mapping[str, object] | None = None
+    age: float | None = None  # seconds since its source last said so (None: the source cannot tell)
 
     def as_json(self) -> dict[str, object]:
         return {"state": self.state, "state_source": self.source,
-                "evidence": dict(self.evidence) if self.evidence is not None else None}
+                "evidence": dict(self.evidence) if self.evidence is not None else None,
+                "state_age": round(self.age, 1) if self.age is not None else None}
 
 
 @dataclass(frozen=True)
@@ -225,6 +230,24 @@ class SpawningBackend(Backend, Protocol):
 #       one call per server for all of its live agents, keyed by agent name;
 #   agent_state(server, agent: Agent, ctx) -> AgentState | None   (native state not in the listing)
 #   send_text(server, agent: Agent, text: str, enter: bool, ctx) -> SendResult
+
+
+# The optional operations a backend may declare (BackendSpec.operations), each with the method of the backend
+# object that runs it and what mam cannot do without it. list, bootstrap, classify and the scrub of its markers
+# are not optional: every backend has them.
+OPERATIONS: Mapping[str, tuple[str, str]] = {
+    "spawn": ("spawn", "mam spawn and restore refuse it"),
+    "stop": ("stop", "mam stop refuses it"),
+    "send": ("send_text", "mam send refuses it"),
+    "capture": ("capture_panes", "its agents' state is not read from their screens"),
+    "state": ("agent_state", "no state of its own beyond the listing's"),
+    "client_argv": ("client_argv", "mam exec and the shims refuse it"),
+}
+
+
+def implemented_operations(backend: object) -> frozenset[str]:
+    """The operations whose method the backend object has: what a BackendSpec without `operations` declares."""
+    return frozenset(op for op, (method, _) in OPERATIONS.items() if callable(getattr(backend, method, None)))
 
 
 @dataclass(frozen=True)
@@ -278,6 +301,10 @@ class BackendSpec:
     # It sets SpawnRequest.env in the agent's environment itself (tmux: `new-session -e`, herdr: `workspace
     # create --env`), so that the values never stand in the pane's start command, which the server keeps and shows.
     spawn_env: bool = False
+    # The optional operations it offers, by their names in OPERATIONS ("spawn", "send", ...). None: whichever its
+    # backend object has a method for. The kit (mam.testing) tests each declared one and fails a declared one
+    # the object lacks; each one left out is a line of the kit's report.
+    operations: frozenset[str] | None = None
 
 
 @dataclass(frozen=True)

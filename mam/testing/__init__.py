@@ -1,7 +1,8 @@
 """The conformance kit for backend authors: subclass `BackendContract`, override its `backend` fixture.
 
-`mam.testing.pytest_plugin` adds the `fake_runner` fixture; it is opt-in:
-`pytest_plugins = ["mam.testing.pytest_plugin"]` in your conftest.py.
+`mam.testing.pytest_plugin` adds the `fake_runner` fixture and the kit's report of what it did not test (one line
+per backend and operation at the end of the run); it is opt-in: `pytest_plugins = ["mam.testing.pytest_plugin"]`
+in your top conftest.py. docs/backends.md describes the kit.
 """
 
 from mam.testing.contract import BackendContract

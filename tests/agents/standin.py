@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A stand-in coding agent: draws what an agent's TUI shows in one state, then stays alive.
 
-    python3 tests/agents/standin.py KIND STATE [--then STATE2 --after SECONDS]
+    python3 tests/agents/standin.py KIND STATE [--then STATE2 --after SECONDS] [--hook COMMAND] [--title TEXT]
 
 KIND is claude, codex, gemini, opencode, grok, hermes, aider, cursor or generic; STATE is working, blocked,
 idle or garbage (text no rule matches), or `ask` (generic and aider only): a line-mode question asked as a
@@ -253,6 +253,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("state", choices=(*STATES, "ask"))
     parser.add_argument("--then", choices=STATES, help="the state to switch to once")
     parser.add_argument("--after", type=float, default=1.0, help="seconds before switching to --then")
+    parser.add_argument("--hook", metavar="COMMAND",
+                        help="a hook command to run by the shell once the first screen is drawn, as an agent runs "
+                             "its hooks (`mam report idle`); a line `!hook` typed into it runs it again")
+    parser.add_argument("--title", metavar="TEXT", help="set the terminal title (OSC 2), as agents do")
     args = parser.parse_args(argv)
     if args.state == "ask":
         if args.kind not in ASKED:
@@ -275,6 +279,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     threading.Thread(target=_read_lines, args=(lines,), daemon=True).start()
     got: list[str] = []
     state, frame, switch_at, dirty = args.state, 0, time.monotonic() + args.after, True
+    hook_due = args.hook is not None
+    if args.title is not None:
+        sys.stdout.write(f"\x1b]2;{args.title}\x07")
     try:
         while True:
             if dirty or state == "working":
@@ -283,9 +290,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                 sys.stdout.flush()
                 frame += 1
             dirty = False
+            if hook_due:
+                import subprocess
+
+                subprocess.run(["/bin/sh", "-c", args.hook], stdin=subprocess.DEVNULL, timeout=30, check=False)
+                hook_due = False
             try:
                 line = lines.get(timeout=0.2)
-                if line is not None:
+                if line == "!hook" and args.hook is not None:
+                    hook_due = True
+                elif line is not None:
                     got.append(line)
                     dirty = True
             except queue.Empty:

@@ -1,0 +1,65 @@
+"""`mam hooks install|uninstall|status` (mam.hooks) and `mam report STATE` (mam.report; the entry point
+answers it before this package is loaded, so this is its --help and its path when run by `mam.cli`)."""
+
+import os
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from mam.cli.context import begin, emit
+from mam.cli.queries import Json
+
+Agents = Annotated[list[str] | None, typer.Option(
+    "--agent", metavar="KIND", help="only this kind: claude, codex or gemini (repeatable; default: all three)")]
+DryRun = Annotated[bool, typer.Option("--dry-run", help="show the diff, change nothing")]
+
+
+def _run(ctx: typer.Context, as_json: bool, agents: list[str] | None, step: Any) -> int:
+    call = begin(ctx, as_json)
+    from mam.hooks.ops import chosen
+    from mam.render import visible
+
+    changes = [step(kind, dict(os.environ)) for kind in chosen(agents or [])]
+    doc = {"schema": 1, "hooks": [c.as_json() for c in changes]}
+    lines = []
+    for change in changes:
+        lines.append(visible(f"{change.agent}: {change.file}: {change.message}"))
+        if change.diff and not call.json and change.action.startswith("would"):
+            lines.extend(visible(line) for line in change.diff.rstrip("\n").split("\n"))
+    emit(doc, call.json, "\n".join(lines))
+    return 1 if any(c.action == "refused" for c in changes) else 0
+
+
+def install(ctx: typer.Context, agent: Agents = None, dry_run: DryRun = False, as_json: Json = False) -> int:
+    from mam.hooks.ops import install as step
+
+    return _run(ctx, as_json, agent, lambda kind, env: step(kind, env, dry_run, bool(agent)))
+
+
+def uninstall(ctx: typer.Context, agent: Agents = None, dry_run: DryRun = False, as_json: Json = False) -> int:
+    from mam.hooks.ops import uninstall as step
+
+    return _run(ctx, as_json, agent, lambda kind, env: step(kind, env, dry_run))
+
+
+def status(ctx: typer.Context, agent: Agents = None, as_json: Json = False) -> int:
+    from mam.hooks.ops import status as step
+
+    code = _run(ctx, as_json, agent, step)
+    if not as_json and not agent:
+        from mam.hooks import WITHOUT_HOOKS
+
+        sys.stdout.write("".join(f"{kind}: no hooks ({why})\n" for kind, why in WITHOUT_HOOKS.items()))
+    return code
+
+
+def report(ctx: typer.Context,
+           state: Annotated[str, typer.Argument(metavar="STATE", help="working, blocked, idle or done")],
+           extra: Annotated[list[str] | None, typer.Argument(
+               metavar="[WORDS]...", help="ignored: what an agent appends (Codex's event)")] = None) -> int:
+    """Write the calling agent's state to .mam/reports/<$MAM_AGENT>.json of $MAM_WORKSPACE; outside an agent
+    mam spawned, do nothing."""
+    from mam.report import main
+
+    return main([state, *(extra or [])])

@@ -1,0 +1,96 @@
+"""What every kind's hook file shares: where it is, the command mam puts in it, the backup, the diff."""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from mam.errors import MamError
+
+PROGRAM = "mam"  # found on the agent's PATH when its hook runs
+COMMAND = re.compile(r"(?:\S*/)?mam report (working|blocked|idle|done)")
+BACKUP_SUFFIX = ".mam-backup"
+MAX_FILE = 4 * 1024 * 1024
+
+
+def command(state: str) -> str:
+    return f"{PROGRAM} report {state}"
+
+
+def is_ours(text: object) -> bool:
+    return isinstance(text, str) and COMMAND.fullmatch(text.strip()) is not None
+
+
+class Unparsable(Exception):
+    """The file is not what the kind's settings are (bad JSON or TOML, an unexpected shape): left alone."""
+
+
+@dataclass(frozen=True)
+class Change:
+    agent: str
+    file: str
+    action: str  # installed, uninstalled, unchanged, refused, absent
+    message: str
+    diff: str | None = None
+    state: str | None = None  # status only: installed, partial, absent, unreadable
+
+    def as_json(self) -> dict[str, object]:
+        return {"agent": self.agent, "file": self.file, "action": self.action, "state": self.state,
+                "message": self.message, "diff": self.diff}
+
+
+@dataclass(frozen=True)
+class KindFile:
+    """One agent kind's hook file, and how mam's entries go in and out of its text."""
+
+    agent: str
+    path: Callable[[Mapping[str, str]], Path]
+    add: Callable[[str | None], str]  # the file's text (None: no file) with mam's entries, which must be new
+    remove: Callable[[str], str | None]  # the text without them (None: nothing would be left: no file)
+    count: Callable[[str], tuple[int, int]]  # (mam's entries found, mam's entries a full install has)
+
+
+def home(env: Mapping[str, str]) -> Path:
+    value = env.get("HOME")
+    if not value:
+        raise MamError("operation_failed", "$HOME is not set: the agents' settings files cannot be found")
+    return Path(value)
+
+
+def read(path: Path) -> str | None:
+    from mam.safefile import read_text
+
+    return read_text(path, path, MAX_FILE, "settings file")
+
+
+def write(path: Path, text: str | None) -> None:
+    """Replace `path` whole with `text` (None: remove it), keeping its mode."""
+    from mam.safefile import open_folder, replace_in
+
+    if text is None:
+        path.unlink(missing_ok=True)
+        return
+    try:
+        mode = path.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        mode = 0o644
+    folder = open_folder(path.parent, "settings folder")
+    try:
+        replace_in(folder, path.name, text.encode(), mode)
+    finally:
+        os.close(folder)
+
+
+def backup_path(path: Path) -> Path:
+    return path.with_name(path.name + BACKUP_SUFFIX)
+
+
+def diff(path: Path, old: str | None, new: str | None) -> str:
+    lines = difflib.unified_diff((old or "").splitlines(keepends=True), (new or "").splitlines(keepends=True),
+                                 fromfile=str(path) if old is not None else "/dev/null",
+                                 tofile=str(path) if new is not None else "/dev/null")
+    return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)

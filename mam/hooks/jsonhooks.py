@@ -1,0 +1,93 @@
+"""Hooks in a JSON settings file of the shape Claude Code and Gemini CLI share:
+`{"hooks": {EVENT: [{"matcher": M, "hooks": [{"type": "command", "command": C}]}]}}`.
+
+mam adds one group per event it listens to, holding only its own command; removing takes out the groups whose
+every command is mam's, then the event lists and the `hooks` object that this left empty."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from mam.hooks.common import KindFile, Unparsable, command, is_ours
+
+Event = tuple[str, str | None, str]  # the event, its matcher (None: none), the state mam reports on it
+
+
+def _parse(text: str) -> dict[str, Any]:
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise Unparsable(f"not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise Unparsable("not a JSON object")
+    hooks = data.get("hooks", {})
+    if not isinstance(hooks, dict) or not all(isinstance(v, list) for v in hooks.values()):
+        raise Unparsable("its `hooks` is not an object of lists")
+    return data
+
+
+def _indent(text: str) -> int | str | None:
+    """The file's own indentation, so that the lines mam does not touch stay as they were."""
+    match = re.search(r"\n([ \t]+)\S", text)
+    if match is None:
+        return None if text.strip() and "\n" not in text.strip() else 2
+    indent = match.group(1)
+    return len(indent) if set(indent) == {" "} else indent
+
+
+def _dump(data: dict[str, Any], like: str | None) -> str:
+    indent = _indent(like) if like is not None else 2
+    text = json.dumps(data, indent=indent, ensure_ascii=False)
+    return text + ("\n" if like is None or like.endswith("\n") else "")
+
+
+def _group_is_ours(group: object) -> bool:
+    if not isinstance(group, dict):
+        return False
+    hooks = group.get("hooks")
+    return isinstance(hooks, list) and bool(hooks) and all(
+        isinstance(h, dict) and is_ours(h.get("command")) for h in hooks)
+
+
+def _ours(events: list[Event], extra: Callable[[str, str], dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for event, matcher, state in events:
+        group: dict[str, Any] = {} if matcher is None else {"matcher": matcher}
+        group["hooks"] = [{**extra(event, state), "type": "command", "command": command(state)}]
+        out.setdefault(event, []).append(group)
+    return out
+
+
+def make(agent: str, path: Callable[[Mapping[str, str]], Path], events: list[Event],
+         extra: Callable[[str, str], dict[str, Any]] = lambda event, state: {}) -> KindFile:
+    def add(text: str | None) -> str:
+        data = _parse(text) if text is not None else {}
+        hooks = data.setdefault("hooks", {})
+        for event, groups in _ours(events, extra).items():
+            hooks.setdefault(event, []).extend(groups)
+        return _dump(data, text)
+
+    def remove(text: str) -> str | None:
+        data = _parse(text)
+        hooks = data.get("hooks", {})
+        for event in list(hooks):
+            kept = [g for g in hooks[event] if not _group_is_ours(g)]
+            if len(kept) != len(hooks[event]):
+                if kept:
+                    hooks[event] = kept
+                else:
+                    del hooks[event]
+        if "hooks" in data and not hooks:
+            del data["hooks"]
+        return _dump(data, text) if data else None
+
+    def count(text: str) -> tuple[int, int]:
+        hooks = _parse(text).get("hooks", {})
+        found = sum(1 for groups in hooks.values() for g in groups if _group_is_ours(g))
+        return found, len(events)
+
+    return KindFile(agent, path, add, remove, count)

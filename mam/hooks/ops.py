@@ -1,0 +1,116 @@
+"""Install, uninstall and status over the kinds' files, each file on its own: one that cannot be parsed is left
+alone and reported, the others go on."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from mam.errors import MamError
+from mam.hooks.common import Change, KindFile, Unparsable, backup_path, diff, read, write
+
+
+def _read(kind: KindFile, env: Mapping[str, str]) -> tuple[str, str | None]:
+    path = kind.path(env)
+    return str(path), read(path)
+
+
+def install(kind: KindFile, env: Mapping[str, str], dry_run: bool, named: bool = True) -> Change:
+    """`named`: the user asked for this kind; else a kind whose settings folder is not there (the agent was
+    never set up here) is skipped."""
+    path = kind.path(env)
+    if not named and not path.parent.is_dir():
+        return Change(kind.agent, str(path), "skipped", f"no folder {path.parent}: {kind.agent} is not set up here "
+                      f"(name it with --agent {kind.agent} to install anyway)")
+    try:
+        text = read(path)
+        if text is not None:
+            found, full = kind.count(text)
+            if found == full:
+                return Change(kind.agent, str(path), "unchanged", "mam's hooks are already installed")
+            if found:  # an older or partial install: taken out first, so that each entry is there once
+                text_without = kind.remove(text)
+            else:
+                text_without = text
+        else:
+            text_without = None
+        new = kind.add(text_without)
+    except Unparsable as exc:
+        return Change(kind.agent, str(path), "refused", f"cannot parse it, left alone: {exc}")
+    except MamError as exc:
+        return Change(kind.agent, str(path), "refused", exc.message)
+    shown = diff(path, text, new)
+    if dry_run:
+        return Change(kind.agent, str(path), "would install", "would add mam's hooks", shown)
+    if text is not None:
+        write(backup_path(path), text)
+    write(path, new)
+    saved = f" (backup: {backup_path(path)})" if text is not None else ""
+    return Change(kind.agent, str(path), "installed", f"added mam's hooks{saved}", shown)
+
+
+def uninstall(kind: KindFile, env: Mapping[str, str], dry_run: bool) -> Change:
+    path = kind.path(env)
+    backup = backup_path(path)
+    try:
+        text = read(path)
+        if text is None:
+            return Change(kind.agent, str(path), "unchanged", "no such file: nothing to remove")
+        if kind.count(text)[0] == 0:
+            return Change(kind.agent, str(path), "unchanged", "mam's hooks are not in it")
+        new = kind.remove(text)
+        # The backup install kept, when the file is that backup plus mam's entries: its bytes, exactly.
+        saved = read(backup)
+        if saved is not None and new is not None and _same(kind, saved, new):
+            new = saved
+    except Unparsable as exc:
+        return Change(kind.agent, str(path), "refused", f"cannot parse it, left alone: {exc}")
+    except MamError as exc:
+        return Change(kind.agent, str(path), "refused", exc.message)
+    shown = diff(path, text, new)
+    if dry_run:
+        return Change(kind.agent, str(path), "would uninstall", "would remove mam's hooks", shown)
+    write(path, new)
+    if saved is not None and new == saved:
+        backup.unlink(missing_ok=True)  # the file is that backup again
+    return Change(kind.agent, str(path), "uninstalled", "removed mam's hooks" if new is not None else
+                  "removed mam's hooks, and the file they alone were in", shown)
+
+
+def _same(kind: KindFile, saved: str, new: str) -> bool:
+    """`saved` and `new` say the same: equal once both are written the way mam writes the file."""
+    try:
+        return kind.remove(kind.add(saved)) == kind.remove(kind.add(new))
+    except Unparsable:
+        return False
+
+
+def status(kind: KindFile, env: Mapping[str, str]) -> Change:
+    path = kind.path(env)
+    try:
+        text = read(path)
+        if text is None:
+            return Change(kind.agent, str(path), "status", "no settings file", state="absent")
+        found, full = kind.count(text)
+    except (Unparsable, MamError) as exc:
+        message = exc.message if isinstance(exc, MamError) else str(exc)
+        return Change(kind.agent, str(path), "status", f"cannot parse it: {message}", state="unreadable")
+    state = "installed" if found == full else "partial" if found else "absent"
+    words = {"installed": "mam's hooks are installed", "partial": f"{found} of mam's {full} hooks are installed",
+             "absent": "mam's hooks are not installed"}
+    return Change(kind.agent, str(path), "status", words[state], state=state)
+
+
+def chosen(agents: Sequence[str]) -> list[KindFile]:
+    """The kinds named (all that have hooks when none is): a kind without hooks, or unknown, is bad input."""
+    from mam.hooks import WITHOUT_HOOKS, kinds
+
+    known = kinds()
+    words = [w.strip() for value in agents for w in value.split(",") if w.strip()]
+    for word in words:
+        if word in WITHOUT_HOOKS:
+            raise MamError("usage", f"--agent {word}: {WITHOUT_HOOKS[word]}",
+                           hint=f"mam reads its screen instead; kinds with hooks: {', '.join(known)}")
+        if word not in known:
+            raise MamError("usage", f"--agent {word[:40]!r}: not a kind mam knows hooks for",
+                           hint=f"kinds with hooks: {', '.join(known)}")
+    return [known[w] for w in dict.fromkeys(words)] if words else list(known.values())

@@ -1,0 +1,118 @@
+"""`mam report STATE`: an agent's own hook says its state (docs/states.md, "Hooks").
+
+It runs inside the agent's turn (Claude Code waits for its hooks), so it is the fast path of the entry point:
+run before typer is imported (mam.cli.main_entry), it imports nothing heavier than the safe file helpers and
+writes one small file, `.mam/reports/<agent>.json`, by a rename (a reader never sees half of one).
+
+Outside a pane mam spawned (no $MAM_AGENT or $MAM_WORKSPACE) it does nothing and exits 0: the hooks are
+installed for every session of the agent, most of which mam never started. It never exits 2, which an agent
+reads as "block this action" (Claude Code, Gemini CLI): a failure to write is 1, a warning to the agent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+STATES = ("working", "blocked", "idle", "done")
+FOLDER = "reports"
+# The variables that name the pane the hook runs in (each multiplexer's marker, e.g. tmux's $TMUX_PANE): taken by
+# their ending, as the backends' own names live in their plugins, which this fast path never loads.
+PANE_SUFFIXES = ("_PANE", "_PANE_ID")
+MAX_ANCESTORS = 16  # a hook runs a few processes below the agent (its shell, a wrapper): enough to reach the pane's
+SCHEMA = 1
+
+
+def ancestors(start: int | None = None) -> list[int]:
+    """The pids above this process, nearest first (Linux /proc; elsewhere just the parent). The pane's own
+    process is one of them: a pane whose process is not has been restarted since the report."""
+    pid = os.getppid() if start is None else start
+    out: list[int] = []
+    while pid > 1 and len(out) < MAX_ANCESTORS:
+        out.append(pid)
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as handle:
+                stat = handle.read(1024)
+        except OSError:
+            break
+        # "pid (comm) state ppid ...": comm may hold spaces and parentheses; the last ')' ends it.
+        fields = stat[stat.rfind(b")") + 2:].split()
+        try:
+            pid = int(fields[1])
+        except (IndexError, ValueError):
+            break
+    return out
+
+
+def valid_agent(name: str) -> bool:
+    """An agent name as mam makes them (mam.names): it becomes a file name, so nothing else is taken."""
+    return 0 < len(name) <= 64 and name[0].isascii() and name[0].isalnum() and all(
+        c.isascii() and (c.isalnum() or c in "._-") for c in name)
+
+
+def record(state: str, env: dict[str, str] | os._Environ[str], now: float | None = None) -> dict[str, object]:
+    panes = {name: value for name, value in env.items() if name.endswith(PANE_SUFFIXES) and value and
+             len(value) <= 200}
+    return {"schema": SCHEMA, "agent": env.get("MAM_AGENT"), "state": state,
+            "time": time.time() if now is None else now, "panes": panes, "pids": ancestors()}
+
+
+def write(workspace: str, agent: str, document: dict[str, object]) -> None:
+    """`.mam/reports/<agent>.json` of `workspace`, replaced whole; no folder on the way is a followed link."""
+    from pathlib import Path
+
+    from mam.safefile import open_folder, replace_in
+
+    root = Path(workspace)
+    if not root.is_dir():
+        raise OSError(f"$MAM_WORKSPACE {workspace}: not a directory")
+    dot_mam = open_folder(root / ".mam", "workspace's .mam folder")
+    try:
+        folder = open_folder(root / ".mam" / FOLDER, "reports folder", dot_mam)
+        try:
+            replace_in(folder, f"{agent}.json", (json.dumps(document) + "\n").encode(), 0o644)
+        finally:
+            os.close(folder)
+    finally:
+        os.close(dot_mam)
+
+
+def main(args: list[str]) -> int:
+    """`mam report STATE [WORDS...]`: words after STATE are what the agent appends (Codex's notify adds its
+    event as JSON) and are ignored."""
+    if not args or args[0] not in STATES:
+        got = repr(args[0][:40]) if args else "nothing"
+        sys.stderr.write(f"mam: report takes a state: {', '.join(STATES)} (got {got})\n")
+        return 1
+    env = os.environ
+    agent, workspace = env.get("MAM_AGENT", ""), env.get("MAM_WORKSPACE", "")
+    if not agent or not workspace:
+        return 0  # not an agent mam spawned: nothing to say, and nothing to complain about
+    if not valid_agent(agent):
+        sys.stderr.write("mam: report: $MAM_AGENT is not an agent name mam gives\n")
+        return 1
+    try:
+        write(workspace, agent, record(args[0], env))
+    except Exception as exc:  # a hook must never take the agent down: one line, exit 1
+        sys.stderr.write(f"mam: report: could not write the report: {exc}\n"[:400])
+        return 1
+    return 0
+
+
+def identity(spawn_env: bool, remote: bool, name: str, dot_mam: object) -> list[str]:
+    """The variables spawn and restore give an agent so that its hooks' `mam report` knows whose state it says
+    (NAME=VALUE). Only where the backend sets them out of the pane's command line (tmux, herdr) and the agent runs
+    on this machine: a remote agent's report would land on its host, where no status reads it. The agent's old
+    report is removed first: it spoke of a pane that is gone."""
+    if not spawn_env or remote:
+        return []
+    from pathlib import Path
+
+    dot = Path(str(dot_mam))
+    try:
+        (dot / FOLDER / f"{name}.json").unlink(missing_ok=True)
+    except OSError:
+        pass
+    return [f"MAM_AGENT={name}", f"MAM_WORKSPACE={dot.parent}"]

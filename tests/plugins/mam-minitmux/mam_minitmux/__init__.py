@@ -1,0 +1,1 @@
+"""mam-minitmux: a minimal tmux backend for mam, written only against mam.api."""

@@ -1,0 +1,199 @@
+"""`mam hooks install|uninstall|status` on each kind's own settings file, with a user's own hooks already in it,
+and `mam report` as a hook runs it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from conftest import Workspace
+
+# A user's own settings, written by hand (their indentation, their key order, their own hooks).
+CLAUDE = """{
+    "model": "opus",
+    "hooks": {
+        "Stop": [{"hooks": [{"type": "command", "command": "notify-send 'Claude is done'"}]}],
+        "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "~/bin/guard.sh"}]}]
+    },
+    "permissions": {"allow": ["Bash(ls:*)"]}
+}
+"""
+GEMINI = """{
+  "theme": "GitHub",
+  "hooks": {
+    "AfterAgent": [
+      {"matcher": "*", "hooks": [{"name": "chime", "type": "command", "command": "paplay done.oga"}]}
+    ]
+  }
+}
+"""
+CODEX = """# my codex settings
+model = "gpt-5-codex"
+
+[tui]
+notifications = true
+
+[projects."/work"]
+trust_level = "trusted"
+"""
+FILES = {"claude": (".claude/settings.json", CLAUDE), "gemini": (".gemini/settings.json", GEMINI),
+         "codex": (".codex/config.toml", CODEX)}
+
+
+def settings(ws: Workspace, kind: str) -> Path:
+    return Path(ws.env["HOME"]) / FILES[kind][0]
+
+
+def write_user_file(ws: Workspace, kind: str) -> Path:
+    path = settings(ws, kind)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(FILES[kind][1])
+    return path
+
+
+def mam_commands(kind: str, text: str) -> list[str]:
+    """The commands of mam's entries in a settings file, as the agent would read them."""
+    if kind == "codex":
+        notify = tomllib.loads(text).get("notify")
+        return [" ".join(notify)] if notify else []
+    data = json.loads(text)
+    return [h["command"] for groups in data.get("hooks", {}).values() for g in groups for h in g["hooks"]
+            if h["command"].startswith("mam report ")]
+
+
+@pytest.mark.parametrize("kind", ["claude", "gemini", "codex"])
+def test_install_then_uninstall_leaves_the_file_byte_for_byte(ws: Workspace, kind: str) -> None:
+    path = write_user_file(ws, kind)
+    before = path.read_bytes()
+    proc = ws.mam("hooks", "install", "--agent", kind)
+    assert proc.returncode == 0, proc.stderr
+    after = path.read_text()
+    assert mam_commands(kind, after), "no `mam report` entry was added"
+    # The user's own entries are all still there.
+    if kind == "codex":
+        assert tomllib.loads(after)["projects"] == {"/work": {"trust_level": "trusted"}}
+        assert tomllib.loads(after)["notify"] == ["mam", "report", "idle"]
+    else:
+        own = json.loads(FILES[kind][1])
+        data = json.loads(after)
+        assert {k: v for k, v in data.items() if k != "hooks"} == {k: v for k, v in own.items() if k != "hooks"}
+        for event, groups in own["hooks"].items():
+            assert data["hooks"][event][:len(groups)] == groups
+    assert (path.parent / (path.name + ".mam-backup")).read_bytes() == before
+    status = ws.mam_json("hooks", "status", "--agent", kind)["hooks"][0]
+    assert status["state"] == "installed"
+    # A second install changes nothing.
+    again = ws.mam("hooks", "install", "--agent", kind)
+    assert again.returncode == 0 and path.read_text() == after and "already" in again.stdout
+    proc = ws.mam("hooks", "uninstall", "--agent", kind)
+    assert proc.returncode == 0, proc.stderr
+    assert path.read_bytes() == before
+    assert ws.mam_json("hooks", "status", "--agent", kind)["hooks"][0]["state"] == "absent"
+
+
+@pytest.mark.parametrize("kind", ["claude", "gemini", "codex"])
+def test_install_where_there_was_no_file_and_uninstall_removes_it(ws: Workspace, kind: str) -> None:
+    path = settings(ws, kind)
+    assert ws.mam("hooks", "install", "--agent", kind).returncode == 0
+    assert mam_commands(kind, path.read_text())
+    assert ws.mam("hooks", "uninstall", "--agent", kind).returncode == 0
+    assert not path.exists()
+
+
+def test_uninstall_keeps_what_the_user_added_after_the_install(ws: Workspace) -> None:
+    path = write_user_file(ws, "claude")
+    assert ws.mam("hooks", "install", "--agent", "claude").returncode == 0
+    data = json.loads(path.read_text())
+    data["hooks"]["Stop"].append({"hooks": [{"type": "command", "command": "echo later"}]})
+    data["env"] = {"FOO": "1"}
+    path.write_text(json.dumps(data, indent=4) + "\n")
+    assert ws.mam("hooks", "uninstall", "--agent", "claude").returncode == 0
+    left = json.loads(path.read_text())
+    assert mam_commands("claude", path.read_text()) == []
+    assert left["env"] == {"FOO": "1"}
+    assert [g["hooks"][0]["command"] for g in left["hooks"]["Stop"]] == ["notify-send 'Claude is done'", "echo later"]
+    assert set(left["hooks"]) == {"Stop", "PreToolUse"}
+
+
+@pytest.mark.parametrize("kind", ["claude", "gemini", "codex"])
+def test_a_file_it_cannot_parse_is_left_alone_with_exit_1(ws: Workspace, kind: str) -> None:
+    path = settings(ws, kind)
+    path.parent.mkdir(parents=True)
+    broken = b'{"hooks": {"Stop": [}\n' if kind != "codex" else b'model = "gpt\n[tui\n'
+    path.write_bytes(broken)
+    for command in ("install", "uninstall"):
+        proc = ws.mam("hooks", command, "--agent", kind)
+        assert proc.returncode == 1, proc.stdout
+        assert "cannot parse" in proc.stdout
+        assert path.read_bytes() == broken
+    assert not (path.parent / (path.name + ".mam-backup")).exists()
+    assert ws.mam_json("hooks", "status", "--agent", kind)["hooks"][0]["state"] == "unreadable"
+
+
+def test_dry_run_shows_the_diff_and_writes_nothing(ws: Workspace) -> None:
+    path = write_user_file(ws, "claude")
+    proc = ws.mam("hooks", "install", "--agent", "claude", "--dry-run")
+    assert proc.returncode == 0, proc.stderr
+    assert '+                        "command": "mam report blocked"' in proc.stdout
+    assert path.read_text() == CLAUDE
+    assert not (path.parent / "settings.json.mam-backup").exists()
+
+
+def test_codex_with_a_notify_of_its_own_is_refused(ws: Workspace) -> None:
+    path = settings(ws, "codex")
+    path.parent.mkdir(parents=True)
+    path.write_text('notify = ["notify-send", "codex"]\n')
+    proc = ws.mam("hooks", "install", "--agent", "codex")
+    assert proc.returncode == 1 and "notify-send" in proc.stdout
+    assert path.read_text() == 'notify = ["notify-send", "codex"]\n'
+
+
+def test_kinds_without_hooks_and_unknown_kinds_are_bad_input(ws: Workspace) -> None:
+    proc = ws.mam("hooks", "install", "--agent", "opencode")
+    assert proc.returncode == 2 and "JavaScript plugins" in proc.stderr
+    proc = ws.mam("hooks", "install", "--agent", "vim")
+    assert proc.returncode == 2 and "claude, codex, gemini" in proc.stderr
+    text = ws.mam("hooks", "status").stdout
+    assert "aider: no hooks" in text and "claude:" in text
+
+
+def test_install_without_agent_skips_agents_not_set_up_here(ws: Workspace) -> None:
+    write_user_file(ws, "gemini")
+    doc = ws.mam_json("hooks", "install")
+    assert {h["agent"]: h["action"] for h in doc["hooks"]} == {"claude": "skipped", "codex": "skipped",
+                                                              "gemini": "installed"}
+    assert not settings(ws, "claude").exists()
+
+
+def report(ws: Workspace, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    variables = {k: v for k, v in ws.env.items() if k not in ("MAM_AGENT", "TMUX_PANE")}
+    return subprocess.run([sys.executable, "-m", "mam", "report", *args], env={**variables, **env},
+                          capture_output=True, text=True, timeout=30, cwd=ws.root)
+
+
+def test_report_writes_the_agents_file(ws: Workspace) -> None:
+    proc = report(ws, "blocked", MAM_AGENT="fixer", TMUX_PANE="%7")
+    assert proc.returncode == 0 and proc.stdout == proc.stderr == ""
+    data = json.loads((ws.root / ".mam" / "reports" / "fixer.json").read_text())
+    assert data["state"] == "blocked" and data["panes"] == {"TMUX_PANE": "%7"} and data["agent"] == "fixer"
+    assert os.getpid() in data["pids"]  # the process that ran it is one of its ancestors
+    # Codex appends its event as JSON: ignored.
+    assert report(ws, "idle", '{"type": "agent-turn-complete"}', MAM_AGENT="fixer").returncode == 0
+    assert json.loads((ws.root / ".mam" / "reports" / "fixer.json").read_text())["state"] == "idle"
+    assert [p.name for p in (ws.root / ".mam" / "reports").iterdir()] == ["fixer.json"]  # no temporary left
+
+
+def test_report_outside_an_agent_does_nothing_and_bad_words_never_exit_2(ws: Workspace) -> None:
+    proc = report(ws, "idle")
+    assert proc.returncode == 0 and not (ws.root / ".mam" / "reports").exists()
+    bad = report(ws, "sleeping", MAM_AGENT="fixer")
+    assert bad.returncode == 1 and "working, blocked, idle, done" in bad.stderr
+    assert report(ws, "idle", MAM_AGENT="../escape").returncode == 1
+    assert not (ws.root / ".mam" / "escape.json").exists()
+    assert report(ws, "idle", MAM_AGENT="fixer", MAM_WORKSPACE=str(ws.root / "gone")).returncode == 1

@@ -1,0 +1,65 @@
+"""Which source decides (mam.sources), on made-up facts: the hook over herdr's own state while its report is
+fresh, the rules that set a report aside, and a title that never hides a prompt on the screen."""
+
+from __future__ import annotations
+
+from mam.agentstate import Screen
+from mam.plugin.records import AgentState, PaneCapture
+from mam.sources import Report, decide, set_aside, title_state
+
+NOW = 1_000_000.0
+HERDR = AgentState("working", "backend", {"field": "agent_status", "value": "working"})
+
+
+def report(state: str = "idle", age: float = 5.0, pane: str = "%3", pids: tuple[int, ...] = (40, 30)) -> Report:
+    return Report(state, NOW - age, {"TMUX_PANE": pane}, pids)
+
+
+def screen_of(state: str) -> AgentState:
+    return AgentState(state, "screen", {"rule": f"x.{state}", "line": "l", "fact": None})
+
+
+def test_a_fresh_report_wins_over_the_backends_own_state_and_an_old_one_does_not() -> None:
+    fresh = decide({"a": HERDR}, {"a": "w1:p2"}, {"a": Report("idle", NOW - 3, {"HERDR_PANE_ID": "w1:p2"}, ())},
+                   screen_of, now=NOW)["a"]
+    assert (fresh.state, fresh.source, fresh.age) == ("idle", "hook", 3.0)
+    old = decide({"a": HERDR}, {"a": "w1:p2"}, {"a": Report("idle", NOW - 700, {"HERDR_PANE_ID": "w1:p2"}, ())},
+                 screen_of, now=NOW)["a"]
+    assert (old.state, old.source) == ("working", "backend")
+    assert old.evidence is not None and "700 s old" in str(old.evidence["fact"])
+    assert decide({"a": HERDR}, {"a": "w1:p2"}, {}, screen_of, now=NOW)["a"] == HERDR
+
+
+def test_each_rule_that_sets_a_report_aside() -> None:
+    same = PaneCapture("x", pid=30, idle_seconds=4.0)
+    assert set_aside(report(age=5), "%3", same, NOW) is None  # the screen last changed 1 s after it: a redraw
+    assert "another pane" in str(set_aside(report(), "%4", same, NOW))
+    assert "restarted" in str(set_aside(report(), "%3", PaneCapture("x", pid=99, idle_seconds=4.0), NOW))
+    assert "changed 4 s after" in str(set_aside(report(age=5), "%3", PaneCapture("x", pid=30, idle_seconds=1), NOW))
+    assert "ended" in str(set_aside(report(), "%3", PaneCapture("x", dead=True), NOW))
+    assert "older than 2 s" in str(set_aside(report(age=5), "%3", same, NOW, fresh=2))
+
+
+def test_a_title_never_hides_a_prompt_on_the_screen() -> None:
+    assert title_state("claude", "⠂ Fixing the queue") == "working"
+    assert title_state("claude", "✳ Claude Code") == "idle"
+    assert title_state("codex", "[ ! ] Action Required") == "blocked"
+    assert title_state("claude", "my-host") is None and title_state("aider", "✳ x") is None
+    from mam.agentstate import kind_of
+    from mam.kinds.library import load_library
+
+    library = load_library(None)
+
+    def kind(item: Screen) -> str | None:
+        return kind_of(library, item.kinds, None)
+
+    capture = PaneCapture("x", title="⠂ Fixing the queue", idle_seconds=1.0, seen=True)
+    found = {"a": Screen(("claude",), capture, 10.0)}
+    blocked = decide(found, {}, {}, lambda s: screen_of("blocked"), kind)["a"]
+    assert blocked.source == "screen" and blocked.state == "blocked"
+    titled = decide(found, {}, {}, lambda s: screen_of("unknown"), kind)["a"]
+    assert (titled.state, titled.source, titled.age) == ("working", "title", 1.0)
+    # A working title on a pane unchanged for longer than the stale limit says nothing.
+    still = PaneCapture("x", title="⠂ Fixing the queue", idle_seconds=30.0, seen=True)
+    assert decide({"a": Screen(("claude",), still, 10.0)}, {}, {}, lambda s: screen_of("unknown"),
+                  kind)["a"].source == "screen"
