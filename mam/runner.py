@@ -172,6 +172,17 @@ def _start(args: tuple[str, ...], env: Mapping[str, str], cwd: str | None,
         raise
 
 
+def _exit_fd(proc: subprocess.Popen[bytes]) -> int | None:
+    """A descriptor that becomes readable once `proc` has ended (Linux's pidfd), or None where there is none.
+    Waited on beside the pipes, so that the wait for the exit costs no polling: Popen.wait with a time limit
+    sleeps in steps that double from 0.5 ms, and a tmux client closes its pipes a moment before it exits
+    (bench/RESULTS.md)."""
+    try:
+        return os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        return None
+
+
 def _communicate(proc: subprocess.Popen[bytes], timeout: float, limit: int) -> tuple[str, str] | None:
     """`proc`'s stdout and stderr once it ended, read as bytes in chunks (never more than `limit` bytes in all:
     None when it printed more) and decoded as UTF-8 without newline translation: a tmux field may hold a raw
@@ -179,24 +190,34 @@ def _communicate(proc: subprocess.Popen[bytes], timeout: float, limit: int) -> t
     deadline = time.monotonic() + timeout
     chunks: dict[int, list[bytes]] = {}
     total = 0
-    with selectors.DefaultSelector() as selector:
-        for stream in (proc.stdout, proc.stderr):
-            assert stream is not None
-            selector.register(stream.fileno(), selectors.EVENT_READ)
-            chunks[stream.fileno()] = []
-        while selector.get_map():
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise subprocess.TimeoutExpired(proc.args, timeout)
-            for key, _events in selector.select(left):
-                data = os.read(key.fd, min(READ_CHUNK, limit - total + 1))
-                if not data:
-                    selector.unregister(key.fd)
-                    continue
-                total += len(data)
-                if total > limit:
-                    return None
-                chunks[key.fd].append(data)
+    exited = _exit_fd(proc)
+    try:
+        with selectors.DefaultSelector() as selector:
+            for stream in (proc.stdout, proc.stderr):
+                assert stream is not None
+                selector.register(stream.fileno(), selectors.EVENT_READ)
+                chunks[stream.fileno()] = []
+            while selector.get_map():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise subprocess.TimeoutExpired(proc.args, timeout)
+                for key, _events in selector.select(left):
+                    data = os.read(key.fd, min(READ_CHUNK, limit - total + 1))
+                    if not data:
+                        selector.unregister(key.fd)
+                        continue
+                    total += len(data)
+                    if total > limit:
+                        return None
+                    chunks[key.fd].append(data)
+            if exited is not None:  # both pipes closed: the process ends now, or by the deadline at the latest
+                selector.register(exited, selectors.EVENT_READ)
+                left = deadline - time.monotonic()
+                if left <= 0 or not selector.select(left):
+                    raise subprocess.TimeoutExpired(proc.args, timeout)
+    finally:
+        if exited is not None:
+            os.close(exited)
     proc.wait(timeout=max(deadline - time.monotonic(), 0.0))
     assert proc.stdout is not None and proc.stderr is not None
     out, err = (b"".join(chunks[s.fileno()]).decode("utf-8", "replace") for s in (proc.stdout, proc.stderr))
