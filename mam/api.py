@@ -41,13 +41,17 @@ from mam.plugin.records import (
 from mam.plugin.spec import HOOK_API, hookimpl
 
 
-def run(argv: Sequence[str], *, timeout: float, env: Mapping[str, str], cwd: str | None = None) -> CommandResult:
-    """Run a backend's CLI: an explicit argv, never a shell, killed with its process group at `timeout`.
+def run(argv: Sequence[str], *, timeout: float, env: Mapping[str, str], cwd: str | None = None,
+        stdin: bytes | None = None) -> CommandResult:
+    """Run a backend's CLI: an explicit argv, never a shell, killed with its process group at `timeout`; its
+    stdin is /dev/null, or the bytes `stdin` (then end of file).
 
     Looked up in mam.runner at each call, so the kit's `fake_runner` fixture stands in for every backend."""
     from mam import runner
 
-    return runner.run(argv, timeout=timeout, env=env, cwd=cwd)
+    if stdin is None:  # a stand-in runner of the kit may not take stdin
+        return runner.run(argv, timeout=timeout, env=env, cwd=cwd)
+    return runner.run(argv, timeout=timeout, env=env, cwd=cwd, stdin=stdin)
 
 
 def read_text(path: str, *, timeout: float, env: Mapping[str, str]) -> str | None:

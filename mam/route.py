@@ -54,12 +54,13 @@ class Route:
     def host(self) -> str:
         return self.transport.host
 
-    def run(self, argv: Sequence[str], *, timeout: float, env: Mapping[str, str]) -> CommandResult:
+    def run(self, argv: Sequence[str], *, timeout: float, env: Mapping[str, str],
+            stdin: bytes | None = None) -> CommandResult:
         """One call of the context on this route's host (runner.run hands it here): in the fan-out's batch when
-        there is one, else alone."""
-        if self.batch is not None:
+        there is one (never a call with its own stdin: a batch shares one), else alone."""
+        if self.batch is not None and stdin is None:
             return self.batch.run(self, argv, timeout=timeout, env=env)
-        return run_remote(self, argv, timeout=timeout, env=env)
+        return run_remote(self, argv, timeout=timeout, env=env, stdin=stdin)
 
     def client_argv(self, argv: Sequence[str]) -> list[str]:
         """The local argv of an interactive client (attach, `mam exec`) on the host: ssh with a terminal."""
@@ -88,7 +89,7 @@ def with_route(route: Route | None, fn: Callable[P, T], *args: P.args, **kwargs:
 
 
 def run_remote(route: Route, argv: Sequence[str], *, timeout: float, env: Mapping[str, str],
-               limit: int | None = None) -> CommandResult:
+               limit: int | None = None, stdin: bytes | None = None) -> CommandResult:
     """`argv` on the route's host. The result is the remote command's, under the backend's own argv, as if it
     had run here; ssh's own failures come back as `transport_error` (never down), so no backend reads them.
     The remote command runs in the login's home directory (a `cwd` names a folder of this machine) and with
@@ -106,7 +107,8 @@ def run_remote(route: Route, argv: Sequence[str], *, timeout: float, env: Mappin
         return CommandResult(args, None, timeout=timeout,
                              transport_error=ServerError(ErrorKind.UNKNOWN, f"ssh to {host}: {exc.message}"))
     limit = runner.max_output() if limit is None else limit
-    raw = route.transport.clean(runner.run_local(wrapped, timeout=timeout, env=route.ssh_env(env), limit=limit))
+    raw = route.transport.clean(runner.run_local(wrapped, timeout=timeout, env=route.ssh_env(env), limit=limit,
+                                                 stdin=stdin))
     if raw.os_error == runner.over_limit(wrapped[0], limit):  # the remote command's answer, not ssh's failure
         return CommandResult(args, None, timeout=timeout, transport_error=ServerError(
             ErrorKind.UNKNOWN, f"ssh to {host}: {runner.over_limit(args[0], limit)}"))

@@ -111,7 +111,8 @@ def _abandon(proc: subprocess.Popen[bytes]) -> None:
 class Elsewhere(Protocol):
     """A place other than this machine that runs the calls made inside `running_elsewhere` (mam.route.Route)."""
 
-    def run(self, argv: Sequence[str], *, timeout: float, env: Mapping[str, str]) -> CommandResult: ...
+    def run(self, argv: Sequence[str], *, timeout: float, env: Mapping[str, str],
+            stdin: bytes | None = None) -> CommandResult: ...
 
 
 # Where the calls made in this context run; None: this machine. A context variable, so that parallel queries of
@@ -133,21 +134,24 @@ def running_elsewhere(place: Elsewhere | None) -> Iterator[None]:
         _elsewhere.reset(token)
 
 
-def run(argv: Sequence[str], *, timeout: float, env: Mapping[str, str], cwd: str | None = None) -> CommandResult:
+def run(argv: Sequence[str], *, timeout: float, env: Mapping[str, str], cwd: str | None = None,
+        stdin: bytes | None = None) -> CommandResult:
     """Run `argv` to completion or until `timeout` seconds, then kill it and everything it started: here, or
     where the calls of this context go (mam.route: another host, through ssh).
 
     It gets its own process group so that a timeout takes its children too, and stdin from /dev/null so that
-    it can never wait for a terminal.
+    it can never wait for a terminal; or, when `stdin` is given, those bytes and then end of file (a text too
+    long for an argument, e.g. `tmux load-buffer -`).
     """
     place = _elsewhere.get()
     if place is not None:
-        return place.run(argv, timeout=timeout, env=env)
-    return run_local(argv, timeout=timeout, env=env, cwd=cwd)
+        return place.run(argv, timeout=timeout, env=env) if stdin is None else \
+            place.run(argv, timeout=timeout, env=env, stdin=stdin)
+    return run_local(argv, timeout=timeout, env=env, cwd=cwd, stdin=stdin)
 
 
 def _start(args: tuple[str, ...], env: Mapping[str, str], cwd: str | None,
-           timeout: float) -> subprocess.Popen[bytes] | CommandResult:
+           timeout: float, piped: bool = False) -> subprocess.Popen[bytes] | CommandResult:
     """The started process, counted in _starting (its caller registers it), or why none started."""
     global _starting
     with _running_lock:
@@ -156,8 +160,8 @@ def _start(args: tuple[str, ...], env: Mapping[str, str], cwd: str | None,
         _starting += 1
     try:  # not under the lock: the parallel queries of a status must not start their clients one at a time
         return subprocess.Popen(  # noqa: S603 - explicit argv, no shell
-            args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(env),
-            cwd=cwd, start_new_session=True)
+            args, stdin=subprocess.PIPE if piped else subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, env=dict(env), cwd=cwd, start_new_session=True)
     except FileNotFoundError:
         with _running_lock:
             _starting -= 1
@@ -172,52 +176,68 @@ def _start(args: tuple[str, ...], env: Mapping[str, str], cwd: str | None,
         raise
 
 
-def _exit_fd(proc: subprocess.Popen[bytes]) -> int | None:
-    """A descriptor that becomes readable once `proc` has ended (Linux's pidfd), or None where there is none.
-    Waited on beside the pipes, so that the wait for the exit costs no polling: Popen.wait with a time limit
-    sleeps in steps that double from 0.5 ms, and a tmux client closes its pipes a moment before it exits
-    (bench/RESULTS.md)."""
+def _await_exit(proc: subprocess.Popen[bytes], deadline: float, timeout: float) -> None:
+    """Wait until `proc` has ended (its pipes are closed), by the deadline at the latest (TimeoutExpired), on its
+    pidfd (Linux): Popen.wait with a time limit polls in sleeps that double from 0.5 ms, and a tmux client
+    closes its pipes a moment before it exits (bench/RESULTS.md). Where there is no pidfd, Popen.wait polls."""
     try:
-        return os.pidfd_open(proc.pid)
+        exited = os.pidfd_open(proc.pid)  # not reaped yet, so the pid is still this process's
     except (AttributeError, OSError):
-        return None
+        return
+    try:
+        with selectors.DefaultSelector() as selector:
+            selector.register(exited, selectors.EVENT_READ)
+            left = deadline - time.monotonic()
+            if left <= 0 or not selector.select(left):
+                raise subprocess.TimeoutExpired(proc.args, timeout)
+    finally:
+        os.close(exited)
 
 
-def _communicate(proc: subprocess.Popen[bytes], timeout: float, limit: int) -> tuple[str, str] | None:
+def _communicate(proc: subprocess.Popen[bytes], timeout: float, limit: int,
+                 stdin: bytes | None = None) -> tuple[str, str] | None:
     """`proc`'s stdout and stderr once it ended, read as bytes in chunks (never more than `limit` bytes in all:
     None when it printed more) and decoded as UTF-8 without newline translation: a tmux field may hold a raw
-    `\r`, which universal newlines would turn into a line break. TimeoutExpired at `timeout` seconds."""
+    `\r`, which universal newlines would turn into a line break. TimeoutExpired at `timeout` seconds. `stdin`
+    is written as the process takes it (never blocking the reads), then closed."""
     deadline = time.monotonic() + timeout
     chunks: dict[int, list[bytes]] = {}
     total = 0
-    exited = _exit_fd(proc)
-    try:
-        with selectors.DefaultSelector() as selector:
-            for stream in (proc.stdout, proc.stderr):
-                assert stream is not None
-                selector.register(stream.fileno(), selectors.EVENT_READ)
-                chunks[stream.fileno()] = []
-            while selector.get_map():
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise subprocess.TimeoutExpired(proc.args, timeout)
-                for key, _events in selector.select(left):
-                    data = os.read(key.fd, min(READ_CHUNK, limit - total + 1))
-                    if not data:
-                        selector.unregister(key.fd)
+    pending = memoryview(stdin or b"")
+    with selectors.DefaultSelector() as selector:
+        for stream in (proc.stdout, proc.stderr):
+            assert stream is not None
+            selector.register(stream.fileno(), selectors.EVENT_READ)
+            chunks[stream.fileno()] = []
+        stdin_fd = proc.stdin.fileno() if proc.stdin is not None else None
+        if stdin_fd is not None:
+            os.set_blocking(stdin_fd, False)
+            selector.register(stdin_fd, selectors.EVENT_WRITE)
+        while selector.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise subprocess.TimeoutExpired(proc.args, timeout)
+            for key, _events in selector.select(left):
+                if key.fd == stdin_fd and proc.stdin is not None:
+                    try:
+                        pending = pending[os.write(key.fd, pending[:READ_CHUNK]):] if pending else pending
+                    except BlockingIOError:
                         continue
-                    total += len(data)
-                    if total > limit:
-                        return None
-                    chunks[key.fd].append(data)
-            if exited is not None:  # both pipes closed: the process ends now, or by the deadline at the latest
-                selector.register(exited, selectors.EVENT_READ)
-                left = deadline - time.monotonic()
-                if left <= 0 or not selector.select(left):
-                    raise subprocess.TimeoutExpired(proc.args, timeout)
-    finally:
-        if exited is not None:
-            os.close(exited)
+                    except BrokenPipeError:  # it stopped reading: the rest is not taken
+                        pending = memoryview(b"")
+                    if not pending:
+                        selector.unregister(key.fd)
+                        proc.stdin.close()
+                    continue
+                data = os.read(key.fd, min(READ_CHUNK, limit - total + 1))
+                if not data:
+                    selector.unregister(key.fd)
+                    continue
+                total += len(data)
+                if total > limit:
+                    return None
+                chunks[key.fd].append(data)
+    _await_exit(proc, deadline, timeout)
     proc.wait(timeout=max(deadline - time.monotonic(), 0.0))
     assert proc.stdout is not None and proc.stderr is not None
     out, err = (b"".join(chunks[s.fileno()]).decode("utf-8", "replace") for s in (proc.stdout, proc.stderr))
@@ -231,15 +251,16 @@ def over_limit(program: str, limit: int) -> str:
 
 
 def run_local(argv: Sequence[str], *, timeout: float, env: Mapping[str, str],
-              cwd: str | None = None, limit: int | None = None) -> CommandResult:
-    """`argv` on this machine, whatever the context's route; at most `limit` bytes of output (max_output())."""
+              cwd: str | None = None, limit: int | None = None, stdin: bytes | None = None) -> CommandResult:
+    """`argv` on this machine, whatever the context's route; at most `limit` bytes of output (max_output());
+    `stdin` as its input (None: /dev/null)."""
     args = tuple(argv)
     interrupted = CommandResult(args, None, timeout=timeout, os_error=f"{args[0]}: not started: interrupted")
     global _starting
     proc: subprocess.Popen[bytes] | None = None
     try:
         with _starting_here():
-            started = _start(args, env, cwd, timeout)
+            started = _start(args, env, cwd, timeout, piped=stdin is not None)
             if isinstance(started, CommandResult):
                 return started
             proc = started
@@ -263,7 +284,7 @@ def run_local(argv: Sequence[str], *, timeout: float, env: Mapping[str, str],
         return interrupted
     limit = _max_output if limit is None else limit
     try:
-        output = _communicate(proc, timeout, limit)
+        output = _communicate(proc, timeout, limit, stdin)
         if output is None:
             _kill_group(proc)
             _abandon(proc)

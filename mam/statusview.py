@@ -69,15 +69,8 @@ def status_document(app: App, servers: Sequence[str] = (), *, with_state: bool =
     # `--server team` for tmux rows must not also ask herdr's "team").
     keys = {r.server_key for r in rows} | {(app.backend_name, s, there) for s in servers
                                            if explicit is not None or not any(r.server == s for r in rows)}
-    states: dict[ServerKey, Any] = {}
     reading = with_state or bool(only_states)
-    reader = _state_reader(app, rows, states) if reading and rows else None
-    outcomes = outcomes_for(app, keys, reader)
-    for found in states.values():
-        if isinstance(found, MamError):
-            raise found
-    if reader is not None:
-        states = reader.settle(states)  # the screens, read here: a bad .mam/states.yaml is bad input, exit 2
+    outcomes, states = observe(app, rows, keys, reading)
     sessions = []
     for row in rows:
         key = row.server_key
@@ -99,6 +92,23 @@ def status_document(app: App, servers: Sequence[str] = (), *, with_state: bool =
         "sessions": sessions,
         "state_filter": sorted(only_states, key=AGENT_STATES.index) if only_states else None,
     }
+
+
+def observe(app: App, rows: Sequence[Row], keys: set[ServerKey] | None = None, reading: bool = True,
+            ) -> tuple[Mapping[ServerKey, ServerOutcome], dict[ServerKey, Mapping[str, AgentState]]]:
+    """One listing of each server of `keys` (default: the rows' servers), all in one parallel fan-out, and when
+    `reading`, the states of the rows' live agents read in the same fan-out (one capture call per server),
+    however many of its agents the rows name."""
+    keys = {r.server_key for r in rows} if keys is None else keys
+    found: dict[ServerKey, Any] = {}
+    reader = _state_reader(app, rows, found) if reading and rows else None
+    outcomes = outcomes_for(app, keys, reader)
+    for states in found.values():
+        if isinstance(states, MamError):
+            raise states
+    if reader is None:
+        return outcomes, {}
+    return outcomes, reader.settle(found)  # the screens, read here: a bad .mam/states.yaml is bad input, exit 2
 
 
 class _StateReader:

@@ -85,6 +85,9 @@ def test_a_wrapper_answers_the_operations_of_a_backend_without_them(ws: Workspac
 
     sent = ws.mam_json("send", "b", "hello there", env=wrap_env)
     assert sent["name"] == "b"
+    # echo does not say it pastes several lines as one (`pastes_lines`): such a text never reaches a hook.
+    proc = ws.mam("send", "b", "one\ntwo", "--enter", env=wrap_env)
+    assert proc.returncode == 1 and "cannot send several lines as one paste" in proc.stderr, proc.stderr
 
     proc = ws.mam("--backend", "echo", "exec", "--server", "e1", "--", "hi", env=wrap_env)
     assert (proc.returncode, proc.stdout) == (0, "echo-server=e1 hi\n"), proc.stderr
@@ -97,6 +100,7 @@ def test_a_wrapper_answers_the_operations_of_a_backend_without_them(ws: Workspac
     calls = _called(wrap_env)
     assert {"hook": "mam_send_text", "backend": "echo", "server": "e1", "name": "b", "text": "hello there",
             "enter": False} in calls
+    assert [c["text"] for c in calls if c["hook"] == "mam_send_text"] == ["hello there"]
     for hook in ("mam_spawn_agent", "mam_stop_agent", "mam_client_argv"):
         assert any(c["hook"] == hook and c["backend"] == "echo" for c in calls), hook
 

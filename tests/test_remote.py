@@ -233,6 +233,18 @@ def test_a_program_missing_on_the_remote_side_is_not_installed(remote: Remote) -
     assert "on mam-test" in error.message
 
 
+def test_stdin_bytes_reach_a_program_here_and_on_the_remote_side(remote: Remote) -> None:
+    """`mam send` loads a paste into tmux from stdin: the bytes arrive whole, here and through ssh (also from a
+    batched route, whose shared session has no stdin to give: such a call runs on its own)."""
+    text = ("line one\nline two é\n" * 8000).encode()  # more than a pipe holds at once
+    assert runner.run(["cat"], timeout=30, env=remote.env, stdin=text).stdout.encode() == text
+    assert runner.run(["cat"], timeout=30, env=remote.env).stdout == ""  # /dev/null without stdin
+    with remote_route(remote.route):
+        assert runner.run(["cat"], timeout=30, env=remote.env, stdin=text).stdout.encode() == text
+    batched = remote.route.batched(1, window=30)
+    assert with_route(batched, runner.run, ["cat"], timeout=30, env=remote.env, stdin=b"a\nb").stdout == "a\nb"
+
+
 # --- the route of a command, from its App ---------------------------------------------------------------------
 
 def _app(tmp_path: Path, sshd: Sshd, **variables: str) -> App:

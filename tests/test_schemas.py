@@ -33,6 +33,7 @@ COMMAND_SCHEMAS = {
     "skills install": "skills-install.json", "hooks install": "hooks.json", "hooks uninstall": "hooks.json",
     "hooks status": "hooks.json",
     "demo": "demo.json", "restore": "restore.json", "wait": "wait.json", "send": "send.json", "kinds": "kinds.json",
+    "wait NAME NAME...": "wait-many.json",  # wait on several agents (test_wait_on_several_and_send_on_herdr)
 }
 SHARED = {"common.json", "error.json"}  # parts every document uses, and the error document of every command
 
@@ -374,6 +375,19 @@ def test_restore_plan_outcome_and_reconcile_restore_on_tmux(ws: Workspace, tmux:
     assert {a["name"]: a["outcome"] for a in doc["restore"]["agents"]} == {"keep-2": "restored", "no-spec": "failed"}
 
 
+def test_wait_on_several_and_send_on_herdr(ws: Workspace) -> None:
+    ws.write_registry(HERDR_REGISTRY)
+    ws.herdr.start("live")
+    ws.herdr.set_agents("live", HERDR_AGENTS)
+    for args, expect in ((("--until", "working,idle"), 0), (("--until", "idle", "--any"), 0),
+                         (("--until", "blocked", "--timeout", "0.5"), 1)):
+        doc = run(ws, "wait", "alive-1", "back", *args, "--json", expect=expect)
+        assert_strict("wait-many.json", doc)
+    doc = checked(ws, "send", "back", "one\ttwo", "--enter", "--confirm", "0.5", expect=1)
+    assert doc["delivered"] is False and doc["state_after"] == "idle"
+    assert checked(ws, "send", "alive-1", "more")["delivered"] is None
+
+
 def test_docs_json_describes_every_schema() -> None:
     text = (Path(__file__).resolve().parent.parent / "docs" / "json.md").read_text()
     for name in sorted(set(COMMAND_SCHEMAS.values()) | SHARED):
@@ -389,7 +403,7 @@ def test_status_wait_and_send_with_agent_state(ws: Workspace, tmux: Tmux) -> Non
     doc = checked(ws, "wait", "asker", "--until", "blocked")
     assert doc["session"]["state"] == "blocked" and doc["session"]["evidence"]["rule"]
     assert_strict("status.json", run(ws, "status", "--state", "blocked", "--json"))
-    checked(ws, "send", "asker", "hello", "--enter")
+    checked(ws, "send", "asker", "--answer", "y", "--enter")  # a blocked agent takes an answer, not a prompt
     assert checked(ws, "wait", "asker", "--until", "working", "--timeout", "0.5", expect=1)["reached"] is False
     ws.write_registry(HERDR_REGISTRY)
     ws.herdr.start("live")

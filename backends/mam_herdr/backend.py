@@ -194,6 +194,7 @@ def parse_session_list(stdout: str) -> dict[str, bool]:
 
 class HerdrBackend:
     name = "herdr"
+    pastes_lines = True  # send_text takes a text of several lines and sends it as one paste
 
     def list_agents(self, server: str, ctx: CallContext) -> tuple[Agent, ...] | Failure:
         result = run(_argv(server, "agent", "list"), timeout=ctx.timeout, env=ctx.env)
@@ -336,6 +337,8 @@ class HerdrBackend:
         listing (`agent_status`), so it needs no capture."""
         if agent.pane_id is None:
             return SendResult(False, f"herdr gave no pane id for {agent.name}")
+        if "\n" in text:
+            return self._prompt(server, agent, text, enter, ctx)
         calls = [["pane", "send-text", agent.pane_id, piece] for piece in text_pieces(text)] + (
             [["pane", "send-keys", agent.pane_id, "Enter"]] if enter else [])
         for call in calls:
@@ -343,6 +346,23 @@ class HerdrBackend:
             if result.returncode != 0 or result.stdout.strip() or result.stderr.strip():
                 return SendResult(False, f"herdr pane {call[1]} failed", failure=Failure(self.name, server, result))
         return SendResult(True, f"sent {len(text)} characters to {agent.name}" + (" and Enter" if enter else ""))
+
+
+    def _prompt(self, server: str, agent: Agent, text: str, enter: bool, ctx: CallContext) -> SendResult:
+        """Several lines: `pane send-text` writes the bytes as they are (src/app/api/panes.rs), never as a paste,
+        so each line would submit on its own. Only `agent prompt` pastes (bracketed when the program asked), and
+        it always submits (src/app/api/agents.rs): several lines go to herdr only with Enter."""
+        assert agent.pane_id is not None
+        if not enter:
+            return SendResult(False, "herdr pastes several lines only as a prompt it submits at once (`herdr agent "
+                              f"prompt`): add --enter; nothing was sent to {agent.name}")
+        if taken_by_herdr(text):
+            return SendResult(False, f"herdr would read a text that starts with {text.split('=')[0]} as its own "
+                              f"option; nothing was sent to {agent.name}")
+        prompted = self._call(server, ["agent", "prompt", agent.pane_id, text], ctx, "agent_prompted")
+        if isinstance(prompted, Failure):
+            return SendResult(False, "herdr agent prompt failed; nothing was pasted", failure=prompted)
+        return SendResult(True, f"pasted {len(text)} characters to {agent.name} and Enter (herdr agent prompt)")
 
 
 # herdr takes these words for its own options wherever they stand before a `--` (src/session.rs, `--session`;

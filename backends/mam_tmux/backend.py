@@ -64,6 +64,9 @@ _RECORD = re.compile(rf"(\$[0-9]+){SEP}{_TEXT}{SEP}([0-9]+){SEP}([0-9]+){SEP}(%[
 # A pane's end, as remain-on-exit keeps it: dead or not, its exit status, or the signal that killed it.
 PANE_STATE = SEP.join(["#{pane_id}", "#{pane_dead}", "#{pane_dead_status}", "#{pane_dead_signal}"])
 _PANE_ID = re.compile(r"%[0-9]+")
+# tmux sends a command's arguments to its server in one message of at most 16 KiB ("command too long" past it):
+# a longer text goes through a buffer loaded from stdin.
+SEND_KEYS_MAX = 8192
 _SESSION_ID = re.compile(r"\$[0-9]+")
 # A session's id, and "mam" when mam made it (its @mam_pane is set); then, for if-shell -F, true when no pane of
 # any of its windows is alive.
@@ -313,6 +316,7 @@ def parse_captures(stdout: str, nonce: str, pane_ids: list[str], now: float) -> 
 
 class TmuxBackend:
     name = "tmux"
+    pastes_lines = True  # send_text takes a text of several lines and sends it as one paste
 
     def __init__(self) -> None:
         # Each server's socket path, from the environment its client last ran with: classify has no environment.
@@ -321,11 +325,13 @@ class TmuxBackend:
         self._clients: dict[str, tuple[Mapping[str, str], float]] = {}
 
     def _run(self, server: str, args: list[str], *, timeout: float, env: Mapping[str, str], query: bool = True,
-             cwd: str | None = None) -> CommandResult:
+             cwd: str | None = None, stdin: bytes | None = None) -> CommandResult:
         argv = base_argv(server, query=query, env=env) + args
         self._sockets[server] = socket_path(server, env)
         self._clients[server] = (env, timeout)
-        return run(argv, timeout=timeout, env=client_env(env), cwd=cwd)
+        if stdin is None:
+            return run(argv, timeout=timeout, env=client_env(env), cwd=cwd)
+        return run(argv, timeout=timeout, env=client_env(env), cwd=cwd, stdin=stdin)
 
     def _classify_stderr(self, server: str, stderr: str) -> ServerError | None:
         env, timeout = self._clients.get(server, (None, 10.0))
@@ -567,16 +573,29 @@ class TmuxBackend:
         return parse_or_failure(self.name, server, result, lambda out: parse_captures(out, nonce, pane_ids, now))
 
     def send_text(self, server: str, agent: Agent, text: str, enter: bool, ctx: CallContext) -> SendResult:
-        """`text` as literal characters (`send-keys -l`: no key names), then Enter as a key of its own."""
+        """`text` as literal characters (`send-keys -l`: no key names), then Enter as a key of its own. A text of
+        several lines (or too long for one tmux command) is one paste: loaded into a buffer of its own from stdin
+        (no argument or message size limits it), pasted with `-p` (bracketed when the program asked for bracketed
+        paste, so that its lines do not each submit) and `-d` (the buffer goes with it), in the same tmux call."""
         if not agent.pane_id or not _PANE_ID.fullmatch(agent.pane_id):
             return SendResult(False, f"tmux gave no pane id for {agent.name}")
         args: list[str] = []
-        if text:
+        stdin: bytes | None = None
+        buffer = "mam-send-" + secrets.token_hex(8)
+        if "\n" in text or len(literal(text).encode()) > SEND_KEYS_MAX:
+            args += ["load-buffer", "-b", buffer, "-", ";", "paste-buffer", "-p", "-d", "-b", buffer,
+                     "-t", agent.pane_id]
+            stdin = text.encode()
+        elif text:
             args += ["send-keys", "-l", "-t", agent.pane_id, "--", literal(text)]
         if enter:
             args += [";"] if args else []
             args += ["send-keys", "-t", agent.pane_id, "Enter"]
-        result = self._run(server, args, timeout=ctx.timeout, env=ctx.env)
+        result = self._run(server, args, timeout=ctx.timeout, env=ctx.env, stdin=stdin)
         if result.returncode != 0 or result.stderr.strip():
-            return SendResult(False, "tmux send-keys failed", failure=Failure(self.name, server, result))
-        return SendResult(True, f"sent {len(text)} characters to {agent.name}" + (" and Enter" if enter else ""))
+            if stdin is not None:  # a paste that failed (its pane went) leaves no buffer of the text behind
+                self._run(server, ["delete-buffer", "-b", buffer], timeout=ctx.timeout, env=ctx.env)
+            verb = "paste-buffer" if stdin is not None else "send-keys"
+            return SendResult(False, f"tmux {verb} failed", failure=Failure(self.name, server, result))
+        how = "pasted" if stdin is not None else "sent"
+        return SendResult(True, f"{how} {len(text)} characters to {agent.name}" + (" and Enter" if enter else ""))

@@ -148,6 +148,7 @@ def is_supported(version: str) -> bool:
 
 class ZellijBackend:
     name = "zellij"
+    pastes_lines = True  # send_text takes a text of several lines and sends it as one paste
 
     def _run(self, args: list[str], *, timeout: float, env: Mapping[str, str], cwd: str | None = None) -> CommandResult:
         result = run([EXECUTABLE, *args], timeout=timeout, env=client_env(env), cwd=cwd)
@@ -392,13 +393,17 @@ class ZellijBackend:
         return out
 
     def send_text(self, server: str, agent: Agent, text: str, enter: bool, ctx: CallContext) -> SendResult:
-        """`write-chars` types `text` as characters (no key names); Enter is byte 13 by `write`. zellij types
+        """`write-chars` types `text` as characters (no key names), `paste` a text of several lines; Enter is
+        byte 13 by `write`. zellij types
         into a pane that is gone without a word, and Enter or a space in a held pane runs its command again: the
         pane is checked before each write, and after the last."""
         if agent.pane_id is None or not agent.pane_id.isdigit():
             return SendResult(False, f"zellij gave no pane id for {agent.name}")
         pane = f"terminal_{agent.pane_id}"
-        calls = ([["write-chars", "--pane-id", pane, "--", text]] if text else []) + (
+        # Several lines are one paste (`action paste`, zellij 0.44+): zellij brackets it when the program asked
+        # for bracketed paste, so that its lines do not each submit.
+        verb = "paste" if "\n" in text else "write-chars"
+        calls = ([[verb, "--pane-id", pane, "--", text]] if text else []) + (
             [["write", "--pane-id", pane, "13"]] if enter else [])
         for i, call in enumerate([*calls, None]):
             now = self._pane_now(server, agent.pane_id, ctx)

@@ -103,10 +103,10 @@ _add(app, "status", queries.status, "Every registry row with what its server say
 _add(app, "reconcile", queries.reconcile, "Compare the registry with the live servers and report drift; fix it "
                                           "only with --apply.")
 _add(app, "ls", queries.ls, "The live agents of one server of the selected backend, straight from the backend.")
-_add(app, "wait", interact.wait, "Wait until an agent is in one of some states (--until blocked,idle); exit 1 on "
-                                 "--timeout. Never starts a server.")
-_add(app, "send", interact.send, "Type text into an agent's pane, as characters; --enter presses Enter. Never "
-                                 "starts a server.")
+_add(app, "wait", interact.wait, "Wait until agents are in one of some states (--until blocked,idle; --any or "
+                                 "--all of them); exit 1 on --timeout. Never starts a server.")
+_add(app, "send", interact.send, "Type text into an agent's pane, as characters (several lines as one paste); "
+                                 "--enter presses Enter. Never starts a server.")
 _add(app, "bootstrap", agents.bootstrap, "Start a server of the selected backend if it is down, with a scrubbed "
                                          "environment.")
 _add(app, "spawn", agents.spawn, "Start an agent in a new pane or session, registered at once; starts its server "

@@ -16,20 +16,28 @@ Server = Annotated[str | None, typer.Option(
 
 
 def wait(ctx: typer.Context,
-         name: Annotated[str, typer.Argument(metavar="NAME", help="the registered agent to watch")],
+         names: Annotated[list[str], typer.Argument(
+             metavar="NAME...", help="the registered agents to watch", show_default=False)],
          until: Annotated[str, typer.Option(
              "--until", metavar="STATE[,STATE]",
              help="the states to wait for: working, blocked, idle, done, unknown")],
          timeout: Annotated[float | None, typer.Option(
              "--timeout", metavar="SECONDS", help="give up after this long (exit 1); default: wait on")] = None,
+         any_of: Annotated[bool, typer.Option(
+             "--any", help="several agents: until one of them is in one of the states")] = False,
+         all_of: Annotated[bool, typer.Option(
+             "--all", help="several agents: until each of them is (the default)")] = False,
          server: Server = None,
          host: HostFilter = None,
          as_json: Json = False) -> int:
     call = begin(ctx, as_json)
-    from mam.commands.interact import check_timeout, wait_document
+    from mam.commands.interact import check_timeout, wait_document, wait_many_document
+    from mam.errors import MamError
     from mam.render import state_text, visible
     from mam.statusview import parse_state_filter
 
+    if any_of and all_of:
+        raise MamError("usage", "give --any or --all, not both", hint="--all (the default) waits for each agent")
     parse_state_filter([until], "--until")
     check_timeout(timeout)
     app = call.open()
@@ -39,37 +47,92 @@ def wait(ctx: typer.Context,
             emit({}, False, state_text(session))
 
     try:
-        doc = wait_document(app, name, [until], timeout, server, on_change=changed, host=host)
+        if len(names) == 1:  # one agent: --any and --all are the same wait, and its document is wait.json
+            doc = wait_document(app, names[0], [until], timeout, server, on_change=changed, host=host)
+            sessions = [doc["session"]]
+        else:
+            doc = wait_many_document(app, names, [until], timeout, server, on_change=changed, host=host,
+                                     any_of=any_of)
+            sessions = [agent["session"] for agent in doc["agents"]]
     except KeyboardInterrupt:
         end_children()
         raise
-    line = state_text(doc["session"])
+    lines = "\n".join(state_text(session) for session in sessions)
     if not doc["reached"]:
-        sys.stderr.write(visible(f"mam: timed out after {timeout:g} s: ") + line + "\n")
-    # On a terminal the last change is already shown; a timeout is said on stderr.
-    emit(doc, call.json, None if call.json or sys.stdout.isatty() or not doc["reached"] else line)
+        sep = " " if len(sessions) == 1 else "\n"  # one agent: one line, as it always was
+        sys.stderr.write(visible(f"mam: timed out after {timeout:g} s:") + sep + lines + "\n")
+    # On a terminal each change is already shown; a timeout is said on stderr.
+    emit(doc, call.json, None if call.json or sys.stdout.isatty() or not doc["reached"] else lines)
     return 0 if doc["reached"] else 1
+
+
+def _read_text(path: str | None) -> str:
+    """The text of --file PATH, or of stdin (PATH "-"), as a prompt: at most MAX_TEXT characters read."""
+    from mam.commands.interact import MAX_TEXT, as_prompt
+    from mam.errors import MamError
+
+    try:
+        if path is None or path == "-":
+            if sys.stdin is None:  # closed: nothing to read
+                raise OSError(9, "stdin is closed")
+            raw = sys.stdin.read(MAX_TEXT + 2)
+        else:
+            with open(path, encoding="utf-8") as handle:
+                raw = handle.read(MAX_TEXT + 2)
+    except (OSError, UnicodeDecodeError) as exc:
+        where = "stdin" if path in (None, "-") else f"--file {path}"
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise MamError("usage", f"cannot read {where}: {why}") from None
+    return as_prompt(raw)
 
 
 def send(ctx: typer.Context,
          name: Annotated[str, typer.Argument(metavar="NAME", help="the registered agent to type into")],
          text: Annotated[str | None, typer.Argument(
-             metavar="TEXT", help="typed as characters, never as key names; after -- when it starts with '-'",
+             metavar="TEXT", help="typed as characters, never as key names; several lines go as one paste; '-' "
+             "(or none, when stdin is not a terminal) reads stdin; after -- when it starts with '-'",
              show_default=False)] = None,
          enter: Annotated[bool, typer.Option("--enter", help="press Enter after the text")] = False,
+         file: Annotated[str | None, typer.Option(
+             "--file", metavar="PATH", help="send the text of this file ('-': stdin)")] = None,
+         answer: Annotated[str | None, typer.Option(
+             "--answer", metavar="TEXT", help="answer the question of a blocked agent (refused when it is not "
+             "blocked); a prompt to a blocked agent is refused")] = None,
+         confirm: Annotated[float | None, typer.Option(
+             "--confirm", metavar="SECONDS", help="wait this long for its turn to start (working or blocked); "
+             "exit 1 when it did not")] = None,
          server: Server = None,
          host: HostFilter = None,
          as_json: Json = False) -> int:
     call = begin(ctx, as_json, takes_trailing=True)
-    from mam.commands.interact import check_text, send_document
+    from mam.commands.interact import check_confirm, check_text, send_document
     from mam.errors import MamError
     from mam.render import visible
 
     if call.trailing and (text is not None or len(call.trailing) != 1):
         raise MamError("usage", "give TEXT once: as one word, or as the one word after --",
                        hint="quote it: mam send NAME -- '-text with spaces'")
-    text = call.trailing[0] if call.trailing else text or ""
+    text = call.trailing[0] if call.trailing else text
+    if sum(given is not None for given in (text, file, answer)) > 1:
+        raise MamError("usage", "give one of TEXT, --file and --answer",
+                       hint="--answer TEXT is the text of an answer")
+    check_confirm(confirm)
+    if answer is not None:
+        text = answer
+    elif file is not None:
+        text = _read_text(file)
+    elif text == "-" or (text is None and sys.stdin is not None and not sys.stdin.isatty()):
+        text = _read_text(None)
+    text = text or ""
     check_text(text, enter)
-    doc = send_document(call.open(), name, text, enter, server, host)
-    emit(doc, call.json, None if call.json else visible(doc["message"]))
+    doc = send_document(call.open(), name, text, enter, server, host, answer=answer is not None, confirm=confirm)
+    said = visible(doc["message"])
+    if doc["delivered"] is not None:
+        said += f"\ndelivered: {'true' if doc['delivered'] else 'false'} ({doc['name']} is {doc['state_after']} " \
+                f"after {doc['waited']:g} s)"
+    emit(doc, call.json, None if call.json else said)
+    if doc["delivered"] is False:
+        sys.stderr.write(visible(f"mam: {doc['name']} started no turn within {confirm:g} s: the text may not have "
+                                 "been taken") + "\n")
+        return 1
     return 0

@@ -1,6 +1,8 @@
-"""`mam wait` (poll one agent's state until it is one of some states) and `mam send` (type text into its pane).
+"""`mam wait` (poll agents' states until they are in some states) and `mam send` (type text into a pane, unless
+the agent is blocked on a question; `--answer` answers it; `--confirm` waits for the turn to start).
 
-Neither starts a server: both find the agent by listing its server, and a server that is down is an error.
+Neither starts a server: both find the agents by listing their servers (one listing and one capture per server
+each time they look), and a server that is down is an error.
 """
 
 from __future__ import annotations
@@ -13,9 +15,9 @@ from typing import Any
 from mam.app import App
 from mam.availability import require_binary, resolve_explicit_backend
 from mam.errors import MamError
-from mam.fanout import call_context, outcomes_for
+from mam.fanout import call_context
 from mam.names import check_name
-from mam.plugin.records import AGENT_STATES, Agent, ErrorKind, ServerState
+from mam.plugin.records import AGENT_STATES, Agent, ErrorKind, ServerOutcome, ServerState
 from mam.registry import Row
 from mam.route import remote_route
 
@@ -43,22 +45,41 @@ def _row(app: App, name: str, server: str | None, host: str | None = None) -> Ro
 
 
 def check_text(text: str, enter: bool) -> None:
-    """Text is typed as characters: a control character (a newline, an escape, Ctrl-C) would act as a key, and a
-    newline would submit half a prompt. Enter is asked for with --enter, on its own."""
+    """Text is typed as characters: a control character (an escape, Ctrl-C) would act as a key, and an escape
+    sequence could end a bracketed paste early (ESC[201~) and have the rest read as keys. A newline is the one
+    exception: a text of several lines is sent as one paste (the backend's), never as lines that each submit.
+    Enter is asked for with --enter, on its own."""
     if not text and not enter:
         raise MamError("usage", "nothing to send: give TEXT, --enter, or both")
     if len(text) > MAX_TEXT:
         raise MamError("usage", f"TEXT is {len(text)} characters long; at most {MAX_TEXT} are sent")
-    bad = next((ch for ch in text if (ord(ch) < 32 and ch != "\t") or 127 <= ord(ch) < 160), None)
+    bad = next((ch for ch in text if (ord(ch) < 32 and ch not in "\t\n") or 127 <= ord(ch) < 160), None)
     if bad is not None:
         raise MamError("usage", f"TEXT holds the control character {bad!r}: it would act as a key, not as text",
-                       hint="send one line of text; add --enter to submit it")
+                       hint="send text (lines are pasted as one); add --enter to submit it")
 
 
-def _live_agent(app: App, row: Row) -> Agent:
-    """The listed agent of `row`; an error when its server is down (never started here) or lists it not."""
+def as_prompt(raw: str) -> str:
+    """Text read from a file or stdin as it is sent: line ends as newlines, the last line's end dropped (a file
+    ends with one; it is --enter that submits)."""
+    return raw.replace("\r\n", "\n").rstrip("\n")
+
+
+# The states that show a prompt was taken (`--confirm`): a turn started, so the agent works, or asks something.
+TURN_STARTED = ("working", "blocked")
+# The states that show an answer was taken: the question is gone, whatever the agent does next.
+ANSWERED = ("working", "idle", "done")
+
+
+def _looked(app: App, row: Row) -> tuple[Agent, dict[str, Any]]:
+    """The listed agent of `row` and its status entry with its state: one listing and one capture of its server,
+    as `mam status` reads them. An error when its server is down (never started here) or lists it not."""
+    from mam.rows import session_entry
+    from mam.statusview import add_state, observe
+
     key = row.server_key
-    outcome = outcomes_for(app, {key})[key]
+    outcomes, states = observe(app, [row])
+    outcome = outcomes[key]
     if outcome.state is ServerState.DOWN:
         raise MamError("operation_failed", f"{row.backend} server {row.server} is down; mam never starts it to "
                        "send text", hint=_bring_back(row))
@@ -71,7 +92,9 @@ def _live_agent(app: App, row: Row) -> Agent:
     if agent is None:
         raise MamError("operation_failed", f"{row.name} is not running on {row.backend} server {row.server}",
                        hint=_bring_back(row))
-    return agent
+    entry = session_entry(row, outcome)
+    add_state(entry, outcome, states.get(key, {}))
+    return agent, entry
 
 
 def _bring_back(row: Row) -> str:
@@ -84,26 +107,112 @@ def _bring_back(row: Row) -> str:
     return f"`mam restore {row.name}` starts it again from its launch spec (`--dry-run` shows how)"
 
 
+def question_of(entry: dict[str, Any]) -> str:
+    """What a blocked agent asks, as its state's evidence shows it (the screen line its rule matched)."""
+    from mam.render import visible
+
+    evidence = entry.get("evidence") or {}
+    line = evidence.get("line")
+    if isinstance(line, str) and line.strip():
+        return visible(repr(line.strip()))
+    fact = evidence.get("fact") or evidence.get("rule")
+    return visible(f"({fact})") if fact else f"({entry['backend']} says it waits for an answer)"
+
+
+def check_confirm(confirm: float | None) -> None:
+    if confirm is not None and not (math.isfinite(confirm) and 0 < confirm <= 3600):
+        raise MamError("usage", f"--confirm {confirm:g}: expected seconds, more than 0 and at most 3600")
+
+
 def send_document(app: App, name: str, text: str, enter: bool, server: str | None = None,
-                  host: str | None = None) -> dict[str, Any]:
+                  host: str | None = None, answer: bool = False, confirm: float | None = None) -> dict[str, Any]:
+    """Type `text` (and Enter) into agent `name`'s pane. Its state is read first: a prompt to a `blocked` agent
+    is refused (it would land in the question's dialog), and `answer` (--answer) is sent only to a blocked
+    one. `confirm` waits that long for a turn to start (working or blocked) and says whether it did."""
     check_text(text, enter)
+    check_confirm(confirm)
     row = _row(app, name, server, host)
     backend = app.plugins.backend(row.backend)
     app.plugins.require(backend, "send_text")  # a backend that cannot type is refused before anything runs
-    agent = _live_agent(app, row)
+    if "\n" in text and not getattr(backend, "pastes_lines", False):  # it would type each line and submit it
+        raise MamError("operation_failed", f"the {row.backend} backend cannot send several lines as one paste; "
+                       "nothing was sent", hint="send the text as one line")
+    agent, entry = _looked(app, row)
+    state = entry["state"]
+    if state == "blocked" and not answer:
+        raise MamError("operation_failed", f"{row.name} is blocked on a question: {question_of(entry)}; a prompt "
+                       "would land in it, so nothing was sent",
+                       hint=f"answer it with `mam send {row.name} --answer TEXT` (add --enter to submit)")
+    if answer and state != "blocked":
+        raise MamError("operation_failed", f"{row.name} is {state}, not blocked: there is no question to answer; "
+                       "nothing was sent", hint=f"send a prompt with `mam send {row.name} TEXT`")
     with remote_route(app.route(row.host)):  # typed where the agent runs
         result = app.plugins.send_text(backend, row.server, agent, text, enter, call_context(app))
     if not result.ok:
         detail = app.plugins.classify(backend, result.failure).message if result.failure else ""
         raise MamError("operation_failed", result.message + (f": {detail}" if detail else ""))
-    return {"schema": 1, "name": row.name, "backend": row.backend, "server": row.server, "host": row.host,
-            "pane_id": agent.pane_id,
-            "characters": len(text), "enter": enter, "message": result.message}
+    doc: dict[str, Any] = {
+        "schema": 1, "name": row.name, "backend": row.backend, "server": row.server, "host": row.host,
+        "pane_id": agent.pane_id, "characters": len(text), "lines": text.count("\n") + 1 if text else 0,
+        "enter": enter, "answer": answer, "state_before": state, "message": result.message,
+        "delivered": None, "state_after": None, "waited": None}
+    if confirm is not None:
+        doc.update(_confirmed(app, row, confirm, ANSWERED if answer else TURN_STARTED))
+    return doc
+
+
+def _confirmed(app: App, row: Row, confirm: float, taken: Sequence[str]) -> dict[str, Any]:
+    """Poll the agent's state until it shows the text was taken (one of `taken`: a prompt started a turn, an
+    answer closed the question), at most `confirm` seconds: `delivered` says whether it did."""
+    start = time.monotonic()
+    limit = app.timeout
+    try:
+        while True:
+            # No look outlasts the time left (at least MIN_CALL, so that a call can answer at all).
+            app.timeout = min(limit, max(MIN_CALL, confirm - (time.monotonic() - start)))
+            entry = _poll(app, [row])[0][0]
+            waited = round(time.monotonic() - start, 3)
+            delivered = entry["state"] in taken
+            if delivered or waited >= confirm or entry["live"] == "absent":
+                return {"delivered": delivered, "state_after": entry["state"], "waited": waited}
+            time.sleep(min(POLL_INTERVAL, max(0.0, confirm - waited)))
+    finally:
+        app.timeout = limit
+
+
+def _poll(app: App, rows: Sequence[Row]) -> list[tuple[dict[str, Any], ServerOutcome | None]]:
+    """The status entry (state read) of each of `rows`, in their order, with its server's outcome: one listing
+    and one capture per server, however many of its agents the rows name."""
+    from mam.rows import session_entry
+    from mam.statusview import add_state, observe
+
+    outcomes, states = observe(app, rows)
+    polled = []
+    for row in rows:
+        outcome = outcomes.get(row.server_key)
+        entry = session_entry(row, outcome)
+        add_state(entry, outcome, states.get(row.server_key, {}))
+        polled.append((entry, outcome))
+    return polled
 
 
 def check_timeout(timeout: float | None) -> None:
     if timeout is not None and not (math.isfinite(timeout) and 0 < timeout <= 86400):
         raise MamError("usage", f"--timeout {timeout:g}: expected seconds, more than 0 and at most 86400")
+
+
+def _gone(app: App, row: Row, outcome: ServerOutcome | None, entry: dict[str, Any]) -> MamError | None:
+    """Why agent `row` can never reach a state but `unknown`: its server is down, or up without it. A backend
+    binary that is missing is raised at once (exit 3)."""
+    if outcome is not None and outcome.state is ServerState.DOWN:
+        return MamError("operation_failed", f"{row.backend} server {row.server} is down; mam wait never starts it",
+                        hint=_bring_back(row))
+    if entry["live"] == "absent":
+        return MamError("operation_failed", f"{row.name} is not running on {row.backend} server {row.server}",
+                        hint=_bring_back(row))
+    if outcome is not None and outcome.error is not None and outcome.error.kind is ErrorKind.NOT_INSTALLED:
+        require_binary(app, ErrorKind.NOT_INSTALLED, "mam wait needs it", row.backend, of_row=True)
+    return None
 
 
 def wait_document(app: App, name: str, until: Sequence[str], timeout: float | None, server: str | None = None,
@@ -112,45 +221,64 @@ def wait_document(app: App, name: str, until: Sequence[str], timeout: float | No
     """Poll agent `name` every POLL_INTERVAL until its state is one of `until`, or `timeout` seconds pass.
     `reached` says which; `session` is its last status entry (state and evidence). A server that is down, or an
     agent its server does not list, ends the wait at once unless `unknown` is awaited (that is its state)."""
-    from mam.statusview import parse_state_filter, status_document
+    doc = wait_many_document(app, [name], until, timeout, server, on_change, host)
+    agent = doc["agents"][0]
+    return {"schema": 1, "name": agent["name"], "backend": agent["backend"], "server": agent["server"],
+            "host": agent["host"], "until": doc["until"], "reached": doc["reached"], "waited": doc["waited"],
+            "session": agent["session"]}
+
+
+def wait_many_document(app: App, names: Sequence[str], until: Sequence[str], timeout: float | None,
+                       server: str | None = None, on_change: Callable[[dict[str, Any]], None] | None = None,
+                       host: str | None = None, any_of: bool = False) -> dict[str, Any]:
+    """Poll agents `names` every POLL_INTERVAL until each of them (`any_of`: one of them) is in one of the
+    states `until`, or `timeout` seconds pass. Each round asks each of their servers once (one listing, one
+    capture), however many of the agents it holds. An agent whose server is down, or which its server does not
+    list, ends a wait for all of them at once (unless `unknown` is awaited: that is its state); a wait for any
+    of them waits on the others, and ends when none is left."""
+    from mam.statusview import parse_state_filter
 
     wanted = parse_state_filter(until, "--until")
     check_timeout(timeout)
-    row = _row(app, name, server, host)
+    if len(set(names)) != len(names):
+        raise MamError("usage", "an agent is named twice: give each NAME once")
+    rows = [_row(app, name, server, host) for name in names]
     start = time.monotonic()
     limit = app.timeout
-    last: str | None = None
-    while True:
-        if timeout is not None:
-            # A wait ends at its deadline: no call of a poll may outlast the time left (a hung server would
-            # otherwise hold each poll for the whole $MAM_TIMEOUT).
-            app.timeout = min(limit, max(MIN_CALL, timeout - (time.monotonic() - start)))
-        doc = status_document(app, (), names=[row.name], with_state=True)
-        entry = next(s for s in doc["sessions"] if s["backend"] == row.backend and s["server"] == row.server
-                     and s["host"] == row.host)
-        waited = round(time.monotonic() - start, 3)
-        if on_change is not None and entry["state"] != last:
-            on_change(entry)
-        last = entry["state"]
-        reached = entry["state"] in wanted
-        result = {"schema": 1, "name": row.name, "backend": row.backend, "server": row.server, "host": row.host,
-                  "until": sorted(wanted, key=AGENT_STATES.index),
-                  "reached": reached, "waited": waited, "session": entry}
-        if reached:
-            return result
-        server_state = next((s["state"] for s in doc["servers"] if s["backend"] == row.backend
-                             and s["server"] == row.server and s["host"] == row.host), None)
-        if server_state == "down":
-            raise MamError("operation_failed", f"{row.backend} server {row.server} is down; mam wait never starts "
-                           "it", hint=_bring_back(row))
-        if entry["live"] == "absent":
-            raise MamError("operation_failed", f"{row.name} is not running on {row.backend} server {row.server}",
-                           hint=_bring_back(row))
-        if server_state == "unknown":
-            error = next((s["error"] for s in doc["servers"]
-                          if s["backend"] == row.backend and s["server"] == row.server), None) or {}
-            if error.get("kind") == "not_installed":
-                require_binary(app, ErrorKind.NOT_INSTALLED, "mam wait needs it", row.backend, of_row=True)
-        if timeout is not None and waited >= timeout:
-            return result
-        time.sleep(POLL_INTERVAL if timeout is None else min(POLL_INTERVAL, max(0.0, timeout - waited)))
+    active = list(rows)  # a wait for any of them stops asking about an agent that is gone
+    last: dict[str, dict[str, Any]] = {}
+    rounds = 0
+    try:
+        while True:
+            if timeout is not None:
+                # A wait ends at its deadline: no call of a poll may outlast the time left (a hung server would
+                # otherwise hold each poll for the whole $MAM_TIMEOUT).
+                app.timeout = min(limit, max(MIN_CALL, timeout - (time.monotonic() - start)))
+            polled = list(zip(active, _poll(app, active), strict=True))
+            rounds += 1
+            waited = round(time.monotonic() - start, 3)
+            for row, (entry, _) in polled:
+                if on_change is not None and entry["state"] != last.get(row.name, {}).get("state"):
+                    on_change(entry)
+                last[row.name] = entry
+            reached = [last[r.name]["state"] in wanted for r in rows]
+            done = any(reached) if any_of else all(reached)
+            if not done:
+                gone = [(row, error) for row, (entry, outcome) in polled
+                        if (error := _gone(app, row, outcome, entry)) is not None]
+                if gone and (not any_of or len(gone) == len(active)):
+                    raise gone[0][1]
+                active = [r for r in active if all(r is not row for row, _ in gone)]
+            if done or (timeout is not None and waited >= timeout):
+                return _waited(rows, last, wanted, done, waited, rounds, any_of)
+            time.sleep(POLL_INTERVAL if timeout is None else min(POLL_INTERVAL, max(0.0, timeout - waited)))
+    finally:
+        app.timeout = limit
+
+
+def _waited(rows: Sequence[Row], entries: dict[str, dict[str, Any]], wanted: frozenset[str], reached: bool,
+            waited: float, rounds: int, any_of: bool) -> dict[str, Any]:
+    return {"schema": 1, "until": sorted(wanted, key=AGENT_STATES.index), "mode": "any" if any_of else "all",
+            "reached": reached, "waited": waited, "polls": rounds,
+            "agents": [{"name": r.name, "backend": r.backend, "server": r.server, "host": r.host,
+                        "reached": entries[r.name]["state"] in wanted, "session": entries[r.name]} for r in rows]}

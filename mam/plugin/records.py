@@ -230,6 +230,8 @@ class SpawningBackend(Backend, Protocol):
 #       one call per server for all of its live agents, keyed by agent name;
 #   agent_state(server, agent: Agent, ctx) -> AgentState | None   (native state not in the listing)
 #   send_text(server, agent: Agent, text: str, enter: bool, ctx) -> SendResult
+#       with the attribute `pastes_lines = True`, it is also given texts of several lines, which it must send
+#       as one paste (never as lines that each submit); without it, `mam send` refuses such a text
 
 
 # The optional operations a backend may declare (BackendSpec.operations), each with the method of the backend

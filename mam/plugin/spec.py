@@ -184,7 +184,9 @@ def mam_capture_panes(backend: Backend, server: str, agents: tuple[Agent, ...],
 def mam_send_text(backend: Backend, server: str, agent: Agent, text: str, enter: bool,
                   ctx: CallContext) -> SendResult | None:
     """Type `text` into the pane of the live `agent`, as literal characters (never key names), then Enter
-    when `enter`. The server is running (the core checked it by listing); it is never started.
+    when `enter`. The server is running (the core checked it by listing); it is never started. `text` holds no
+    control character but tab, and newlines only for a backend with `pastes_lines = True`: it sends such a text
+    as one paste (never as lines that each submit), or refuses it.
 
     :return: whether the backend took it. The core's default implementation (trylast) calls
         `backend.send_text`, or refuses a backend without one.

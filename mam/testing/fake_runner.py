@@ -17,14 +17,16 @@ class FakeRunner:
 
     answers: dict[tuple[str, ...], tuple[int | None, str, str]] = field(default_factory=dict)
     calls: list[tuple[str, ...]] = field(default_factory=list)
+    stdins: list[bytes | None] = field(default_factory=list)  # what each call got on stdin (None: nothing)
 
     def answer(self, prefix: Sequence[str], returncode: int | None = 0, stdout: str = "", stderr: str = "") -> None:
         self.answers[tuple(prefix)] = (returncode, stdout, stderr)
 
     def __call__(self, argv: Sequence[str], *, timeout: float, env: Mapping[str, str],
-                 cwd: str | None = None) -> CommandResult:
+                 cwd: str | None = None, stdin: bytes | None = None) -> CommandResult:
         args = tuple(argv)
         self.calls.append(args)
+        self.stdins.append(stdin)
         matches = [p for p in self.answers if args[: len(p)] == p]
         if not matches:
             return CommandResult(args, None, not_found=True, timeout=timeout)
