@@ -8,7 +8,8 @@ the screens are read by the rules after it, in the calling thread, each within i
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -94,8 +95,19 @@ class Screen:
 def settle(found: Mapping[str, AgentState | Screen], library: Callable[[], Library],
            budget: float | None = None) -> dict[str, AgentState]:
     """Each state of `found`, its screens read now, each within `budget` seconds (None: no limit)."""
-    return {name: read_capture(library(), state.kinds, state.capture, state.stale_after, budget)
-            if isinstance(state, Screen) else state for name, state in found.items()}
+    with screen_time_limits([found]):
+        return {name: read_capture(library(), state.kinds, state.capture, state.stale_after, budget)
+                if isinstance(state, Screen) else state for name, state in found.items()}
+
+
+def screen_time_limits(found: Iterable[Mapping[str, AgentState | Screen]]) -> AbstractContextManager[None]:
+    """Around the reading of the screens of `found` in the main thread: the signal handler of their time limits
+    set once for them all (mam.kinds.classify.time_limits); nothing to set when there is no screen to read."""
+    if any(isinstance(state, Screen) for states in found for state in states.values()):
+        from mam.kinds.classify import time_limits
+
+        return time_limits()
+    return nullcontext()
 
 
 def read_capture(library: Library, kinds: tuple[str | None, ...], capture: PaneCapture | None,

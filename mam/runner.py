@@ -176,6 +176,24 @@ def _start(args: tuple[str, ...], env: Mapping[str, str], cwd: str | None,
         raise
 
 
+def _await_exit(proc: subprocess.Popen[bytes], deadline: float, timeout: float) -> None:
+    """Wait until `proc` has ended (its pipes are closed), by the deadline at the latest (TimeoutExpired), on its
+    pidfd (Linux): Popen.wait with a time limit polls in sleeps that double from 0.5 ms, and a tmux client
+    closes its pipes a moment before it exits (bench/RESULTS.md). Where there is no pidfd, Popen.wait polls."""
+    try:
+        exited = os.pidfd_open(proc.pid)  # not reaped yet, so the pid is still this process's
+    except (AttributeError, OSError):
+        return
+    try:
+        with selectors.DefaultSelector() as selector:
+            selector.register(exited, selectors.EVENT_READ)
+            left = deadline - time.monotonic()
+            if left <= 0 or not selector.select(left):
+                raise subprocess.TimeoutExpired(proc.args, timeout)
+    finally:
+        os.close(exited)
+
+
 def _communicate(proc: subprocess.Popen[bytes], timeout: float, limit: int,
                  stdin: bytes | None = None) -> tuple[str, str] | None:
     """`proc`'s stdout and stderr once it ended, read as bytes in chunks (never more than `limit` bytes in all:
@@ -219,6 +237,7 @@ def _communicate(proc: subprocess.Popen[bytes], timeout: float, limit: int,
                 if total > limit:
                     return None
                 chunks[key.fd].append(data)
+    _await_exit(proc, deadline, timeout)
     proc.wait(timeout=max(deadline - time.monotonic(), 0.0))
     assert proc.stdout is not None and proc.stderr is not None
     out, err = (b"".join(chunks[s.fileno()]).decode("utf-8", "replace") for s in (proc.stdout, proc.stderr))

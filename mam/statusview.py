@@ -136,9 +136,10 @@ class _StateReader:
             return agent_state.kind_of(self.library(), item.kinds, item.capture.command)
 
         out: dict[ServerKey, Mapping[str, AgentState]] = {}
-        for key, states in found.items():
-            reports = sources.reports(self.dot_mam, list(states)) if not key[2] else {}
-            out[key] = sources.decide(states, self.panes.get(key, {}), reports, screen, kind, fresh=self.fresh)
+        with agent_state.screen_time_limits(found.values()):
+            for key, states in found.items():
+                reports = sources.reports(self.dot_mam, list(states)) if not key[2] else {}
+                out[key] = sources.decide(states, self.panes.get(key, {}), reports, screen, kind, fresh=self.fresh)
         return out
 
 

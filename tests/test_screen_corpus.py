@@ -210,7 +210,7 @@ def _answered_flow(ws: Workspace, env: dict[str, str] | None, server: str) -> No
         waited = ws.mam("wait", name, "--until", "blocked", "--timeout", "40", "--json", env=env)
         assert waited.returncode == 0, waited.stderr
         assert json.loads(waited.stdout)["session"]["evidence"]["rule"] == rule
-        sent = ws.mam("send", name, "y", "--enter", env=env)
+        sent = ws.mam("send", name, "--answer", "y", "--enter", env=env)  # a blocked agent takes an answer
         assert sent.returncode == 0, sent.stderr
     # The aider stand-in printed on to its prompt: idle (done: nobody looked), never blocked again.
     waited = ws.mam("wait", "aider", "--until", "idle,done", "--timeout", "40", "--json", env=env)

@@ -187,6 +187,31 @@ def _overtime(signum: int, frame: object) -> None:
     raise _Overtime
 
 
+# True inside `time_limits`, whose SIGALRM handler raises _Overtime (set and read in the main thread only).
+_handler_set = False
+
+
+@contextmanager
+def time_limits() -> Iterator[None]:
+    """Around the readings of many screens in the main thread: SIGALRM's handler is set once for them all, and
+    each reading only arms its timer. Setting and restoring the handler for every screen cost as much as reading
+    a short screen (bench/RESULTS.md)."""
+    global _handler_set
+    import signal
+    import threading
+
+    if _handler_set or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGALRM, _overtime)
+    _handler_set = True
+    try:
+        yield
+    finally:
+        _handler_set = False
+        signal.signal(signal.SIGALRM, previous)
+
+
 @contextmanager
 def _time_limit(budget: float | None) -> Iterator[None]:
     """Raise _Overtime in the block once `budget` seconds have passed: a real-time timer whose signal handler
@@ -197,13 +222,12 @@ def _time_limit(budget: float | None) -> Iterator[None]:
     if budget is None or threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGALRM, _overtime)
-    try:
-        signal.setitimer(signal.ITIMER_REAL, budget)
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+    with time_limits():
+        try:
+            signal.setitimer(signal.ITIMER_REAL, budget)
+            yield
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
 
 
 def _match(rule: Rule, window: list[str]) -> str | None:
