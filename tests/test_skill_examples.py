@@ -107,6 +107,7 @@ def test_status_skill_examples(box: Agentbox) -> None:
     assert "proceed" in row["evidence"]["line"].lower()
     blocked = json.loads(output_of(runs, "--state blocked"))
     assert [s["name"] for s in blocked["sessions"]] == ["coder-1"]
+    assert "proceed" in output_of(runs, "mam peek").lower()  # the question, read before it was answered
     assert "told: y" in box.screen("coder-1")  # the answer reached the agent
     sent, _, waited_text = output_of(runs, "mam send").partition("\n")
     assert sent == "sent 1 characters to coder-1 and Enter"
