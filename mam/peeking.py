@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from mam.errors import MamError
 from mam.names import check_name
-from mam.plugin.records import Agent, Failure, PaneCapture, ServerState
+from mam.plugin.records import Agent, Failure, PaneCapture
 
 if TYPE_CHECKING:
     from mam.app import App
@@ -46,25 +46,12 @@ def agent_row(app: App, name: str, server: str | None = None, host: str | None =
 def live_agent(app: App, row: Row, verb: str) -> Agent:
     """The listed agent of `row`; an error when its server is down (never started here), could not be asked,
     or does not list it. `verb` names the command in the messages (`mam peek`)."""
-    from mam.availability import require_binary
     from mam.fanout import outcomes_for
+    from mam.rows import listed_agent
 
     key = row.server_key
-    outcome = outcomes_for(app, {key})[key]
     again = f"`mam restore {row.name} --dry-run` shows whether and how it can be started again"
-    if outcome.state is ServerState.DOWN:
-        raise MamError("operation_failed", f"{row.backend} server {row.server} is down; {verb} never starts it",
-                       hint=again)
-    if outcome.state is ServerState.UNKNOWN:
-        require_binary(app, outcome.error.kind if outcome.error else None, f"{verb} needs it", row.backend,
-                       of_row=True)
-        why = outcome.error.message if outcome.error else "no answer"
-        raise MamError("operation_failed", f"{row.backend} server {row.server} could not be asked: {why}")
-    agent = next((a for a in outcome.agents if a.name == row.name), None)
-    if agent is None:
-        raise MamError("operation_failed", f"{row.name} is not running on {row.backend} server {row.server}",
-                       hint=again)
-    return agent
+    return listed_agent(app, row, outcomes_for(app, {key})[key], verb, f"{verb} never starts it", again)
 
 
 def check_lines(lines: int) -> None:

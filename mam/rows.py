@@ -62,6 +62,26 @@ def live_agent(row: Row, outcome: ServerOutcome | None) -> tuple[str, Agent | No
     return "absent", None
 
 
+def listed_agent(app: App, row: Row, outcome: ServerOutcome, verb: str, down: str, hint: str) -> Agent:
+    """The agent `outcome` lists for `row`, for a command that acts on a running agent (`verb`: `mam peek`,
+    `mam send`); an error when its server is down (`down` ends that message: it is never started here), could
+    not be asked, or does not list it (`hint`: how to bring it back)."""
+    from mam.availability import require_binary
+
+    if outcome.state is ServerState.DOWN:
+        raise MamError("operation_failed", f"{row.backend} server {row.server} is down; {down}", hint=hint)
+    if outcome.state is ServerState.UNKNOWN:
+        require_binary(app, outcome.error.kind if outcome.error else None, f"{verb} needs it", row.backend,
+                       of_row=True)
+        why = outcome.error.message if outcome.error else "no answer"
+        raise MamError("operation_failed", f"{row.backend} server {row.server} could not be asked: {why}")
+    agent = next((a for a in outcome.agents if a.name == row.name), None)
+    if agent is None:
+        raise MamError("operation_failed", f"{row.name} is not running on {row.backend} server {row.server}",
+                       hint=hint)
+    return agent
+
+
 def session_entry(row: Row, outcome: ServerOutcome | None) -> dict[str, Any]:
     live, agent = live_agent(row, outcome)
     return {

@@ -231,7 +231,8 @@ def test_consent_runs_it_once_and_signs_it(victim: Victim) -> None:
     wait_for(victim.evil)
     victim.evil.unlink()
     victim.tmux.run(victim.server, "kill-server")
-    doc = ws.mam_json("restore", "--all")  # signed as the user's now: no consent needed again
+    # signed as the user's now: no consent needed again (no backoff either: this test restores twice at once)
+    doc = ws.mam_json("restore", "--all", env={**ws.env, "MAM_RESTORE_BACKOFF": "0"})
     assert (doc["agents"][0]["outcome"], doc["agents"][0]["spec_trust"]) == ("restored", "signed")
     wait_for(victim.evil)
 

@@ -74,24 +74,13 @@ ANSWERED = ("working", "idle", "done")
 def _looked(app: App, row: Row) -> tuple[Agent, dict[str, Any]]:
     """The listed agent of `row` and its status entry with its state: one listing and one capture of its server,
     as `mam status` reads them. An error when its server is down (never started here) or lists it not."""
-    from mam.rows import session_entry
+    from mam.rows import listed_agent, session_entry
     from mam.statusview import add_state, observe
 
     key = row.server_key
     outcomes, states = observe(app, [row])
     outcome = outcomes[key]
-    if outcome.state is ServerState.DOWN:
-        raise MamError("operation_failed", f"{row.backend} server {row.server} is down; mam never starts it to "
-                       "send text", hint=_bring_back(row))
-    if outcome.state is ServerState.UNKNOWN:
-        require_binary(app, outcome.error.kind if outcome.error else None, "mam send needs it", row.backend,
-                       of_row=True)
-        why = outcome.error.message if outcome.error else "no answer"
-        raise MamError("operation_failed", f"{row.backend} server {row.server} could not be asked: {why}")
-    agent = next((a for a in outcome.agents if a.name == row.name), None)
-    if agent is None:
-        raise MamError("operation_failed", f"{row.name} is not running on {row.backend} server {row.server}",
-                       hint=_bring_back(row))
+    agent = listed_agent(app, row, outcome, "mam send", "mam never starts it to send text", _bring_back(row))
     entry = session_entry(row, outcome)
     add_state(entry, outcome, states.get(key, {}))
     return agent, entry
