@@ -41,8 +41,11 @@ class Changes:
         self.known: dict[Key, str | None] = {}
         self.started = False
 
-    def step(self, sessions: Iterable[Mapping[str, Any]], now: float | None = None) -> list[dict[str, Any]]:
-        """The changes from the last reading to `sessions` (status entries with their state), in their order."""
+    def step(self, sessions: Iterable[Mapping[str, Any]], now: float | None = None,
+             new_is_change: bool = True) -> list[dict[str, Any]]:
+        """The changes from the last reading to `sessions` (status entries with their state), in their order.
+        With `new_is_change` False (a view whose servers answer one by one), an agent's first known state is its
+        own baseline: an agent first read now is not a change, and `unknown` is no baseline."""
         at = timestamp(now)
         found: list[dict[str, Any]] = []
         seen: set[Key] = set()
@@ -53,9 +56,12 @@ class Changes:
             if state is None:  # --no-state: nothing to compare
                 continue
             before = self.known.get(key)
-            if state == "unknown" and "unknown" not in self.on and key in self.known:
+            if state == "unknown" and "unknown" not in self.on and (key in self.known or not new_is_change):
                 continue  # one poll without an answer: the agent keeps its last known state
+            first = key not in self.known
             self.known[key] = state
+            if first and not new_is_change:
+                continue
             if self.started and state != before and state in self.on:
                 found.append(change_document(session, before, at))
         for gone in set(self.known) - seen:  # a row removed (forget, prune): a later one of that name is new

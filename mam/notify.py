@@ -15,7 +15,7 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TextIO
 
 NOTIFY_SEND = "notify-send"
@@ -54,13 +54,15 @@ def notification_argv(change: Mapping[str, Any]) -> list[str]:
     return [NOTIFY_SEND, "--app-name=mam", f"--urgency={urgency}", "--", title, body]
 
 
-def run_bounded(argv: Sequence[str], stdin: bytes, timeout: float, env: Mapping[str, str]) -> str | None:
-    """Run `argv` with `stdin` as its input, its output on mam's stderr; None when it ran and exited 0, else what
-    went wrong in one line (not found, exit status, killed at the time limit)."""
+def run_bounded(argv: Sequence[str], stdin: bytes, timeout: float, env: Mapping[str, str],
+                output: int | None = None) -> str | None:
+    """Run `argv` with `stdin` as its input, its output on `output` (a file descriptor, or subprocess.DEVNULL;
+    mam's stderr by default); None when it ran and exited 0, else what went wrong in one line (not found, exit
+    status, killed at the time limit)."""
+    out = sys.stderr.fileno() if output is None else output
     try:
         proc = subprocess.Popen(  # noqa: S603 - the user's own argv, no shell
-            list(argv), stdin=subprocess.PIPE, stdout=sys.stderr.fileno(), stderr=sys.stderr.fileno(), env=dict(env),
-            start_new_session=True)
+            list(argv), stdin=subprocess.PIPE, stdout=out, stderr=out, env=dict(env), start_new_session=True)
     except OSError as exc:
         return f"{argv[0]}: {exc.strerror or exc}"
     try:
@@ -84,15 +86,19 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
 
 class Announcer:
     """What to do with each change: `notify` (notify-send, else the bell on `bell_to`), `exec_argv` (the user's
-    command, the change as one JSON line on stdin). Failures are said on stderr once per change; they never end
-    the watch."""
+    command, the change as one JSON line on stdin). Failures are said once per change (on stderr, or to `tell`);
+    they never end the watch. A full-screen view passes `bell` (its own bell), `tell` (its status line) and
+    `output` (subprocess.DEVNULL: nothing the programs print may reach its screen)."""
 
     def __init__(self, notify: bool, command: Sequence[str] | None, env: Mapping[str, str],
-                 bell_to: TextIO | None = None, exec_timeout: float = EXEC_TIMEOUT) -> None:
+                 bell_to: TextIO | None = None, exec_timeout: float = EXEC_TIMEOUT,
+                 bell: Callable[[], None] | None = None, tell: Callable[[str], None] | None = None,
+                 output: int | None = None) -> None:
         self.notify = notify
         self.command = list(command) if command else None
         self.env = dict(env)
         self.bell_to = bell_to if bell_to is not None else sys.stderr
+        self.bell, self.tell, self.output = bell, tell, output
         self.exec_timeout = exec_timeout
         self.notifier = shutil.which(NOTIFY_SEND, path=self.env.get("PATH", "")) if notify else None
 
@@ -102,20 +108,29 @@ class Announcer:
         if self.notify:
             if self.notifier is not None:
                 argv = notification_argv(change)
-                problem = run_bounded([self.notifier, *argv[1:]], b"", NOTIFY_TIMEOUT, self.env)
+                problem = run_bounded([self.notifier, *argv[1:]], b"", NOTIFY_TIMEOUT, self.env, self.output)
                 if problem is not None:  # no desktop to show it (no session bus): the bell still tells
                     problems.append(problem.replace(self.notifier, NOTIFY_SEND, 1))
             if self.notifier is None or problems:
-                self.bell_to.write(BELL)
-                self.bell_to.flush()
+                self.ring()
         if self.command is not None:
             data = (json.dumps(change, separators=(",", ":")) + "\n").encode()
-            problem = run_bounded(self.command, data, self.exec_timeout, self.env)
+            problem = run_bounded(self.command, data, self.exec_timeout, self.env, self.output)
             if problem is not None:
                 problems.append(f"--exec {problem}")
         for problem in problems:
             from mam.render import visible
 
-            sys.stderr.write(f"mam: {visible(problem)}\n")
-            sys.stderr.flush()
+            if self.tell is not None:
+                self.tell(visible(problem))
+            else:
+                sys.stderr.write(f"mam: {visible(problem)}\n")
+                sys.stderr.flush()
         return problems
+
+    def ring(self) -> None:
+        if self.bell is not None:
+            self.bell()
+        else:
+            self.bell_to.write(BELL)
+            self.bell_to.flush()

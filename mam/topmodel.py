@@ -48,6 +48,7 @@ class TopRow:
     since: float | None = None
     stale: bool = False
     said_at: float | None = None
+    evidence: Mapping[str, Any] | None = field(default=None, compare=False, hash=False)
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -268,7 +269,8 @@ class Poller:
             said = (answered - float(age)) if answered is not None and isinstance(age, int | float) else None
             shown.append(TopRow(key[3], key[0], key[1], key[2], str(entry.get("status") or ""), entry["live"], state,
                                 entry.get("state_source") or "none", reason, answered,
-                                self._since_of(key, state, answered or now), said_at=said))
+                                self._since_of(key, state, answered or now), said_at=said,
+                                evidence=entry.get("evidence")))
         return ordered(shown), lines
 
     def _since_of(self, key: tuple[str, str, str, str], state: str, at: float) -> float:
@@ -284,3 +286,11 @@ def fingerprint(rows: Sequence[TopRow], lines: Sequence[ServerLine]) -> tuple[An
     """What a refresh could change, without the ages: equal fingerprints mean nothing happened."""
     return (tuple((r.key, r.status, r.live, r.state, r.source, r.why if not r.stale else "", r.stale) for r in rows),
             tuple((s.backend, s.server, s.host, s.state) for s in lines))
+
+
+def as_sessions(rows: Iterable[TopRow]) -> list[dict[str, Any]]:
+    """The rows as the status entries mam.changes compares (`mam top --notify`): a row not read this time (its
+    server not answering, or not asked yet) is `unknown`, which keeps its last known state."""
+    return [{"name": r.name, "backend": r.backend, "server": r.server, "host": r.host or None,
+             "state": "unknown" if r.stale else r.state, "state_source": None if r.stale else r.source,
+             "evidence": None if r.stale else (dict(r.evidence) if r.evidence is not None else None)} for r in rows]

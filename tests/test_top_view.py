@@ -138,3 +138,52 @@ def test_enter_hands_the_terminal_to_the_attach_client_and_comes_back(monkeypatc
         assert said(app) == "attach writer: detached (exit 0)"
 
     run(app, steps)
+
+
+class Turning(Stand):
+    """The fleet again, where the writer finishes its turn (working, then done) from the third reading on; the
+    asker is blocked from the first, which is where top starts, not a change."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        import types
+
+        self.app = types.SimpleNamespace(env=env)
+        self.readings = 0
+
+    def fetch(self, group: tuple[str, str]) -> dict[str, Any]:
+        self.readings += 1
+        doc = super().fetch(group)
+        if self.readings >= 3:
+            doc["sessions"][0] = {**doc["sessions"][0], "state": "done", "evidence": {"rule": "codex.done",
+                                                                                     "line": "\x1b]0;$(id)\x07"}}
+        return doc
+
+
+def test_notify_and_exec_tell_each_change_once_never_the_baseline(tmp_path: Any,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+    import os
+    import sys
+
+    told = tmp_path / "told.jsonl"
+    command = [sys.executable, "-c", f"import sys; open({str(told)!r}, 'a').write(sys.stdin.read()); "
+                                     "print('anything it prints never reaches the screen')"]
+    bells: list[int] = []
+    monkeypatch.setattr(TopApp, "bell", lambda self: bells.append(1))
+    # No notify-send on PATH: --notify rings the view's own bell.
+    env = {**os.environ, "PATH": str(tmp_path)}
+    app = TopApp(Turning(env), interval=0.2, notify=True, command=command)  # type: ignore[arg-type]
+
+    async def steps(pilot: Any) -> None:
+        for _ in range(400):
+            if told.exists() and bells:
+                break
+            await pilot.pause(0.05)
+        await pilot.pause(1.0)  # more readings: still the one change
+        assert "writer" in said(app) and "working -> done" in said(app)
+
+    run(app, steps)
+    changes = [json.loads(line) for line in told.read_text().splitlines()]
+    assert [(c["name"], c["from"], c["to"]) for c in changes] == [("writer", "working", "done")]
+    assert changes[0]["evidence"]["line"] == "\x1b]0;$(id)\x07"  # data on stdin, as mam watch gives it
+    assert bells == [1]

@@ -25,8 +25,18 @@ def top(ctx: typer.Context,
         interval: Annotated[float, typer.Option(
             "--interval", metavar="SECONDS",
             help="seconds between refreshes while things change (0.2 to 60); up to 8 times longer while nothing "
-                 "does")] = 1.0) -> int:
+                 "does")] = 1.0,
+        notify: Annotated[bool, typer.Option(
+            "--notify", help="a desktop notification (notify-send) per change of an agent into blocked or done; "
+                             "the terminal bell without it (as mam watch --notify)")] = False,
+        command: Annotated[str | None, typer.Option(
+            "--exec", metavar="CMD", help="run CMD (split into words, never by a shell) once per change into "
+                                          "blocked or done, the change as one JSON line on its stdin (as mam "
+                                          "watch --exec)")] = None) -> int:
     call = begin(ctx, None)
+    from mam.notify import exec_argv
+
+    argv = exec_argv(command) if command is not None else None
     if not (0.2 <= interval <= 60):
         raise MamError("usage", f"--interval {interval:g}: expected seconds, at least 0.2 and at most 60")
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
@@ -42,7 +52,7 @@ def top(ctx: typer.Context,
 
     actions = Actions(call.open(), server or (), host)
     try:
-        TopApp(actions, interval=interval).run()
+        TopApp(actions, interval=interval, notify=notify, command=argv).run()
     finally:
         end_children()  # a call still waiting on a hung server ends with the view
     return 0

@@ -16,8 +16,10 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Input, Static
 
+from mam.changes import Changes, change_text
 from mam.cli.topactions import Actions, attach
 from mam.errors import MamError
+from mam.notify import Announcer
 from mam.render import visible
 from mam.topmodel import (
     HEADERS,
@@ -25,6 +27,7 @@ from mam.topmodel import (
     Poller,
     ServerLine,
     TopRow,
+    as_sessions,
     columns_for,
     filtered,
     fingerprint,
@@ -132,9 +135,21 @@ class TopApp(App[None]):
     #said { height: 1; background: $boost; }
     """
 
-    def __init__(self, actions: Actions, interval: float = 1.0, patience: float | None = None) -> None:
+    def __init__(self, actions: Actions, interval: float = 1.0, patience: float | None = None,
+                 notify: bool = False, command: list[str] | None = None) -> None:
         super().__init__()
         self.actions = actions
+        # --notify/--exec: each change into blocked or done is told as `mam watch` tells it, from a worker thread
+        # (notify-send and the user's command have time limits of their own), never printing over the screen.
+        self.announcer: Announcer | None = None
+        self.changes = Changes()
+        if notify or command:
+            import subprocess
+
+            self.announcer = Announcer(notify, command, actions.app.env,
+                                       bell=lambda: self.call_from_thread(self.bell),
+                                       tell=lambda text: self.call_from_thread(self.say, text),
+                                       output=subprocess.DEVNULL)
         # A server is "not answering" once its call has taken longer than a refresh would wait, at least 2 s.
         patience = patience if patience is not None else max(2.0, interval)
         self.poller = Poller(actions.registered, actions.fetch, patience)
@@ -194,6 +209,11 @@ class TopApp(App[None]):
         self._drawn_at = time.monotonic()
         now = time.time()
         self.rows, self.lines = self.poller.snapshot()
+        if self.announcer is not None:
+            changes = self.changes.step(as_sessions(self.rows), new_is_change=False)
+            if changes:
+                self.say(change_text(changes[-1]))
+                self._announce(changes)
         shown = filtered(self.rows, self.query_text)
         table: DataTable[Any] = self.query_one(DataTable)
         columns = columns_for(self.size.width)
@@ -229,6 +249,12 @@ class TopApp(App[None]):
                 f"mam top  {len(shown)}/{len(self.rows)} agents, {blocked} blocked  {seen}, every "
                 f"{self.pacer.interval:.1f}s{flt}")))
             self.query_one("#servers", Static).update(Text("\n".join(visible(line.text(now)) for line in self.lines)))
+
+    @work(thread=True, group="announce")
+    def _announce(self, changes: list[dict[str, Any]]) -> None:
+        assert self.announcer is not None
+        for change in changes:
+            self.announcer.announce(change)
 
     @staticmethod
     def _cells(row: TopRow, columns: list[str], now: float) -> list[Text]:
