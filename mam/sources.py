@@ -11,6 +11,7 @@ A report set aside says why in the evidence of the source that decided instead.
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -24,6 +25,9 @@ HOOK_FRESH = 600.0
 # window_activity counts whole seconds, and an agent draws its prompt just after its Stop hook ran: a change
 # within this long after the report is the agent finishing its own drawing, not a new turn.
 HOOK_GRACE = 2.0
+# A report's time may be ahead of this machine's clock by at most this much (a clock stepped back a little);
+# further ahead, or not a finite number, it would be fresh forever, and is set aside.
+HOOK_SKEW = 60.0
 REPORTS = "reports"
 MAX_REPORT = 4096
 REPORT_STATES = ("working", "blocked", "idle", "done")
@@ -46,7 +50,7 @@ def read_report(folder: Path, name: str) -> Report | None:
         return None
     try:
         data = json.loads(os.read(fd, MAX_REPORT + 1)[:MAX_REPORT])
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # nesting deeper than Python's stack: not a report
         return None
     finally:
         os.close(fd)
@@ -72,7 +76,11 @@ def reports(dot_mam: Path, names: list[str]) -> dict[str, Report]:
 def set_aside(report: Report, pane_id: str | None, capture: PaneCapture | None, now: float,
               fresh: float = HOOK_FRESH) -> str | None:
     """Why `report` no longer says the state (None: it does)."""
+    if not math.isfinite(report.time):
+        return f"its hook report's time is not a number ({report.time!r})"
     age = now - report.time
+    if age < -HOOK_SKEW:
+        return f"its hook report's time is {-age:.0f} s in the future (more than {HOOK_SKEW:g} s ahead)"
     if age > fresh:
         return f"its hook report is {age:.0f} s old (older than {fresh:g} s)"
     # The pane variables the report saw (tmux's holds "%3", as the listing spells the pane): none of them naming

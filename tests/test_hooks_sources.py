@@ -3,9 +3,11 @@ fresh, the rules that set a report aside, and a title that never hides a prompt 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from mam.agentstate import Screen
 from mam.plugin.records import AgentState, PaneCapture
-from mam.sources import Report, decide, set_aside, title_state
+from mam.sources import MAX_REPORT, Report, decide, read_report, set_aside, title_state
 
 NOW = 1_000_000.0
 HERDR = AgentState("working", "backend", {"field": "agent_status", "value": "working"})
@@ -63,3 +65,26 @@ def test_a_title_never_hides_a_prompt_on_the_screen() -> None:
     still = PaneCapture("x", title="⠂ Fixing the queue", idle_seconds=30.0, seen=True)
     assert decide({"a": Screen(("claude",), still, 10.0)}, {}, {}, lambda s: screen_of("unknown"),
                   kind)["a"].source == "screen"
+
+
+def test_a_report_from_the_future_or_without_a_finite_time_is_set_aside() -> None:
+    same = PaneCapture("x", pid=30, idle_seconds=0.0)
+    assert set_aside(report(age=-30), "%3", None, NOW) is None  # a little clock skew is allowed
+    assert "in the future" in str(set_aside(report(age=-3600), "%3", same, NOW))
+    for when in (float("nan"), float("inf"), float("-inf")):
+        assert "not a number" in str(set_aside(Report("idle", when, {"TMUX_PANE": "%3"}, (30,)), "%3", same, NOW))
+    far = decide({"a": HERDR}, {"a": "w1:p2"}, {"a": Report("idle", NOW + 10**9, {"HERDR_PANE_ID": "w1:p2"}, ())},
+                 screen_of, now=NOW)["a"]
+    assert (far.state, far.source) == ("working", "backend")
+    assert far.evidence is not None and "in the future" in str(far.evidence["fact"])
+
+
+def test_a_deeply_nested_report_file_is_as_if_absent(tmp_path: Path) -> None:
+    nested = "[" * 2000 + "]" * 2000  # fits in MAX_REPORT, deeper than Python's recursion limit
+    assert len(nested) <= MAX_REPORT
+    (tmp_path / "a.json").write_text(nested)
+    assert read_report(tmp_path, "a") is None
+    # A NaN time in the file parses (json takes NaN) and is then set aside, never fresh forever.
+    (tmp_path / "b.json").write_text('{"agent": "b", "state": "idle", "time": NaN, "panes": {}, "pids": []}')
+    found = read_report(tmp_path, "b")
+    assert found is not None and "not a number" in str(set_aside(found, None, None, NOW))
