@@ -197,3 +197,19 @@ def test_report_outside_an_agent_does_nothing_and_bad_words_never_exit_2(ws: Wor
     assert report(ws, "idle", MAM_AGENT="../escape").returncode == 1
     assert not (ws.root / ".mam" / "escape.json").exists()
     assert report(ws, "idle", MAM_AGENT="fixer", MAM_WORKSPACE=str(ws.root / "gone")).returncode == 1
+
+
+@pytest.mark.parametrize("kind", ["claude", "gemini", "codex"])
+def test_a_deeply_nested_file_is_unparsable_not_a_traceback(ws: Workspace, kind: str) -> None:
+    path = settings(ws, kind)
+    path.parent.mkdir(parents=True)
+    deep = "[" * 100_000 + "]" * 100_000
+    nested = (deep if kind != "codex" else f"x = {deep}\n").encode()
+    path.write_bytes(nested)
+    for command in ("install", "uninstall"):
+        proc = ws.mam("hooks", command, "--agent", kind)
+        assert proc.returncode == 1, proc.stderr
+        assert "cannot parse" in proc.stdout and "nested deeper" in proc.stdout
+        assert "Traceback" not in proc.stderr
+        assert path.read_bytes() == nested
+    assert ws.mam_json("hooks", "status", "--agent", kind)["hooks"][0]["state"] == "unreadable"

@@ -29,6 +29,8 @@ def _parse(text: str) -> dict[str, Any]:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise Unparsable(f"not TOML: {exc}") from None
+    except RecursionError:
+        raise Unparsable("nested deeper than mam reads") from None
 
 
 def add(text: str | None) -> str:

@@ -22,6 +22,8 @@ def _parse(text: str) -> dict[str, Any]:
         data = json.loads(text)
     except ValueError as exc:
         raise Unparsable(f"not JSON: {exc}") from None
+    except RecursionError:
+        raise Unparsable("nested deeper than mam reads") from None
     if not isinstance(data, dict):
         raise Unparsable("not a JSON object")
     hooks = data.get("hooks", {})
