@@ -213,3 +213,30 @@ def test_a_deeply_nested_file_is_unparsable_not_a_traceback(ws: Workspace, kind:
         assert "Traceback" not in proc.stderr
         assert path.read_bytes() == nested
     assert ws.mam_json("hooks", "status", "--agent", kind)["hooks"][0]["state"] == "unreadable"
+
+
+@pytest.mark.parametrize("kind", ["claude", "codex"])
+def test_install_keeps_the_files_mode_in_the_file_and_its_backup(ws: Workspace, kind: str) -> None:
+    path = write_user_file(ws, kind)
+    path.chmod(0o600)
+    assert ws.mam("hooks", "install", "--agent", kind).returncode == 0
+    backup = path.parent / (path.name + ".mam-backup")
+    assert (path.stat().st_mode & 0o777, backup.stat().st_mode & 0o777) == (0o600, 0o600)
+    assert ws.mam("hooks", "uninstall", "--agent", kind).returncode == 0
+    assert path.stat().st_mode & 0o777 == 0o600
+
+
+@pytest.mark.parametrize("kind", ["claude", "codex"])
+def test_a_settings_file_that_is_a_link_is_refused_and_nothing_is_written(ws: Workspace, kind: str) -> None:
+    target = Path(ws.env["HOME"]) / "elsewhere"
+    target.write_text(FILES[kind][1])
+    path = settings(ws, kind)
+    path.parent.mkdir(parents=True)
+    path.symlink_to(target)
+    before = set(path.parent.iterdir())
+    for command in ("install", "uninstall"):
+        proc = ws.mam("hooks", command, "--agent", kind)
+        assert proc.returncode == 1, proc.stdout
+        assert "symbolic link" in proc.stdout and "Traceback" not in proc.stderr
+        assert path.is_symlink() and target.read_text() == FILES[kind][1]
+        assert set(path.parent.iterdir()) == before

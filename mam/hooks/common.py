@@ -67,17 +67,30 @@ def read(path: Path) -> str | None:
     return read_text(path, path, MAX_FILE, "settings file")
 
 
-def write(path: Path, text: str | None) -> None:
-    """Replace `path` whole with `text` (None: remove it), keeping its mode."""
+def refuse_link(path: Path) -> None:
+    """A settings file that is a symbolic link is never written through nor replaced: refused, naming it."""
+    if path.is_symlink():
+        raise MamError("operation_failed", f"{path}: the settings file is a symbolic link: refusing to write it",
+                       hint="edit the file it points to yourself, or replace the link with a copy")
+
+
+def mode_of(path: Path) -> int:
+    """The permission bits of `path` itself (0644 when there is none)."""
+    try:
+        return path.lstat().st_mode & 0o7777
+    except FileNotFoundError:
+        return 0o644
+
+
+def write(path: Path, text: str | None, mode: int | None = None) -> None:
+    """Replace `path` whole with `text` (None: remove it), with `mode`, else keeping its own."""
     from mam.safefile import open_folder, replace_in
 
     if text is None:
         path.unlink(missing_ok=True)
         return
-    try:
-        mode = path.stat().st_mode & 0o7777
-    except FileNotFoundError:
-        mode = 0o644
+    if mode is None:
+        mode = mode_of(path)
     folder = open_folder(path.parent, "settings folder")
     try:
         replace_in(folder, path.name, text.encode(), mode)

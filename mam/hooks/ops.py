@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from mam.errors import MamError
-from mam.hooks.common import Change, KindFile, Unparsable, backup_path, diff, read, write
+from mam.hooks.common import Change, KindFile, Unparsable, backup_path, diff, mode_of, read, refuse_link, write
 
 
 def _read(kind: KindFile, env: Mapping[str, str]) -> tuple[str, str | None]:
@@ -22,6 +22,7 @@ def install(kind: KindFile, env: Mapping[str, str], dry_run: bool, named: bool =
         return Change(kind.agent, str(path), "skipped", f"no folder {path.parent}: {kind.agent} is not set up here "
                       f"(name it with --agent {kind.agent} to install anyway)")
     try:
+        refuse_link(path)
         text = read(path)
         if text is not None:
             found, full = kind.count(text)
@@ -41,8 +42,8 @@ def install(kind: KindFile, env: Mapping[str, str], dry_run: bool, named: bool =
     shown = diff(path, text, new)
     if dry_run:
         return Change(kind.agent, str(path), "would install", "would add mam's hooks", shown)
-    if text is not None:
-        write(backup_path(path), text)
+    if text is not None:  # the backup is as private as the file it keeps
+        write(backup_path(path), text, mode_of(path))
     write(path, new)
     saved = f" (backup: {backup_path(path)})" if text is not None else ""
     return Change(kind.agent, str(path), "installed", f"added mam's hooks{saved}", shown)
@@ -52,6 +53,7 @@ def uninstall(kind: KindFile, env: Mapping[str, str], dry_run: bool) -> Change:
     path = kind.path(env)
     backup = backup_path(path)
     try:
+        refuse_link(path)
         text = read(path)
         if text is None:
             return Change(kind.agent, str(path), "unchanged", "no such file: nothing to remove")
