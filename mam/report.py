@@ -111,8 +111,27 @@ def identity(spawn_env: bool, remote: bool, name: str, dot_mam: object) -> list[
     from pathlib import Path
 
     dot = Path(str(dot_mam))
+    remove_old(dot, name)
+    return [f"MAM_AGENT={name}", f"MAM_WORKSPACE={dot.parent}"]
+
+
+def remove_old(dot_mam: object, name: str) -> None:
+    """Remove `.mam/reports/<name>.json` itself: a link there is unlinked, never its target, and neither `.mam`
+    nor its reports folder is followed when it is a link (a report would never be written through one)."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
-        (dot / FOLDER / f"{name}.json").unlink(missing_ok=True)
+        dot = os.open(str(dot_mam), flags)
+    except OSError:
+        return
+    try:
+        folder = os.open(FOLDER, flags, dir_fd=dot)
+    except OSError:
+        return
+    finally:
+        os.close(dot)
+    try:
+        os.unlink(f"{name}.json", dir_fd=folder)
     except OSError:
         pass
-    return [f"MAM_AGENT={name}", f"MAM_WORKSPACE={dot.parent}"]
+    finally:
+        os.close(folder)

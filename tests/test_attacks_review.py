@@ -3,7 +3,10 @@ registry, a report file that is a link, non-UTF-8 text, a Codex line mam did not
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from mam.notify import notification_argv
+from mam.report import identity
 
 
 def test_a_notifications_body_escapes_markup() -> None:
@@ -13,3 +16,24 @@ def test_a_notifications_body_escapes_markup() -> None:
     body = argv[-1]
     assert "<" not in body and ">" not in body and "& " not in body
     assert body == "tmux server s&amp;&lt;i&gt;x&lt;/i&gt;: Allow &lt;b&gt;rm&lt;/b&gt; &amp; go? &gt;"
+
+
+def test_spawn_removes_an_old_report_without_following_a_link(tmp_path: Path) -> None:
+    dot = tmp_path / ".mam"
+    (dot / "reports").mkdir(parents=True)
+    victim = tmp_path / "victim.json"
+    victim.write_text("keep")
+    (dot / "reports" / "a.json").symlink_to(victim)
+    (dot / "reports" / "b.json").write_text("{}")
+    assert identity(True, False, "a", dot) == ["MAM_AGENT=a", f"MAM_WORKSPACE={tmp_path}"]
+    identity(True, False, "b", dot)
+    assert not (dot / "reports" / "a.json").is_symlink() and victim.read_text() == "keep"
+    assert not (dot / "reports" / "b.json").exists()
+    # A reports folder that is a link is never followed: the file in its target stays.
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "c.json").write_text("keep")
+    (dot / "reports").rename(tmp_path / "old-reports")
+    (dot / "reports").symlink_to(other)
+    identity(True, False, "c", dot)
+    assert (other / "c.json").read_text() == "keep"
