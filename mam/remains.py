@@ -46,19 +46,21 @@ def read_remains(app: App, rows: Iterable[Row]) -> dict[RowKey, Remains]:
     return found
 
 
-def _shown_line(line: str) -> str:
-    text = "".join(c for c in line if c.isprintable()).rstrip()
+def _shown_line(line: str, assignments: list[str]) -> str:
+    """`line` as a row keeps it: printable, its secret values hidden and only then cut to LINE_CHARS (a cut
+    first could leave a piece of a value too short for hide_values to know it)."""
+    from mam.masking import hide_values
+
+    text = hide_values("".join(c for c in line if c.isprintable()), assignments).rstrip()
     return text if len(text) <= LINE_CHARS else text[:LINE_CHARS - 3] + "..."
 
 
 def row_fields(app: App, row: Row, remains: Remains, now: str) -> dict[str, Any]:
     """The row's fields for `remains`: the values of the row's `--env` variables (as set now) are hidden in its
     lines, as in every message about it (the registry keeps names only)."""
-    from mam.masking import hide_values
-
     names = (row.spec or {}).get("env_names") or ()
     assignments = [f"{name}={app.env[name]}" for name in names if name in app.env]
-    lines = [hide_values(_shown_line(line), assignments) for line in remains.lines if isinstance(line, str)]
+    lines = [_shown_line(line, assignments) for line in remains.lines if isinstance(line, str)]
     # What a plugin hands back is checked as the registry checks it: a bad value must not void the write.
     return {"exit_status": _count(remains.exit_status), "exit_signal": _count(remains.exit_signal),
             "last_output": [line for line in lines if line.strip()][-KEPT_LINES:], "ended_at": now}

@@ -4,8 +4,11 @@ registry, a report file that is a link, non-UTF-8 text, a Codex line mam did not
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 from mam.notify import notification_argv
+from mam.plugin.records import Remains
+from mam.remains import LINE_CHARS, row_fields
 from mam.report import identity
 
 
@@ -37,3 +40,15 @@ def test_spawn_removes_an_old_report_without_following_a_link(tmp_path: Path) ->
     (dot / "reports").symlink_to(other)
     identity(True, False, "c", dot)
     assert (other / "c.json").read_text() == "keep"
+
+
+def test_a_kept_last_line_has_its_secret_hidden_before_it_is_cut() -> None:
+    secret = "sk-" + "Q7x" * 10  # 33 characters
+    # The line is cut at LINE_CHARS: the secret straddles the cut, 5 of its characters before it.
+    line = "x" * (LINE_CHARS - 3 - 5) + secret + " tail"
+    app = SimpleNamespace(env={"API_KEY": secret})
+    row = SimpleNamespace(spec={"env_names": ["API_KEY"]})
+    kept = row_fields(app, row, Remains(exit_status=1, lines=(line, f"key={secret}")), "now")  # type: ignore[arg-type]
+    assert kept["last_output"][1] == "key=***"
+    assert secret[:5] not in kept["last_output"][0] and "x*** tail" in kept["last_output"][0]
+    assert len(kept["last_output"][0]) <= LINE_CHARS
