@@ -82,3 +82,14 @@ def check_host(host: str) -> str:
         else:
             return host
     raise MamError("usage", f"invalid host {shown(host, quote='repr', cut='value')}: {problem}")
+
+
+def check_utf8(value: str, what: str) -> str:
+    """`value` when it is UTF-8 text; bytes that are not arrive from argv or a file as surrogates, which no
+    backend, pane or registry can take: refused (usage) naming `what`, the bad bytes written out."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise MamError("usage", f"{what} {shown(value)}: not UTF-8 text",
+                       hint="give it as UTF-8 (each \\udcXX is a byte XX that is not)") from None
+    return value

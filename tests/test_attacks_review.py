@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
+from conftest import Workspace
 from mam.notify import notification_argv
 from mam.plugin.records import Remains
 from mam.remains import LINE_CHARS, row_fields
@@ -52,3 +53,23 @@ def test_a_kept_last_line_has_its_secret_hidden_before_it_is_cut() -> None:
     assert kept["last_output"][1] == "key=***"
     assert secret[:5] not in kept["last_output"][0] and "x*** tail" in kept["last_output"][0]
     assert len(kept["last_output"][0]) <= LINE_CHARS
+
+
+BAD = "a\udcffb"  # the byte 0xff, as argv hands it to Python (surrogateescape)
+
+
+def test_send_and_spawn_refuse_text_that_is_not_utf8(ws: Workspace) -> None:
+    bad_file = ws.root / "bad.txt"
+    bad_file.write_bytes(b"a\xffb\n")
+    for args in (("send", "x", BAD), ("send", "x", "--file", str(bad_file)),
+                 ("--backend", "tmux", "spawn", "y", "--server", "u9", "--command", "sleep", "--", BAD),
+                 ("--backend", "tmux", "spawn", "y", "--server", "u9", "--command", BAD),
+                 ("--backend", "tmux", "spawn", "y", "--server", "u9", "--command", "sleep", "--env", "BADV", "--",
+                  "1")):
+        proc = ws.mam(*args, env={**ws.env, "BADV": BAD})
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert "UTF-8" in proc.stderr and "Traceback" not in proc.stderr and "internal error" not in proc.stderr
+        assert proc.stderr.count("\n") <= 2  # the message and its hint
+        assert BAD not in proc.stderr or "--env" not in args  # an --env value is never shown
+    assert not (ws.root / ".mam" / "agent-sessions.yaml").exists() or "name: y" not in (
+        ws.root / ".mam" / "agent-sessions.yaml").read_text()

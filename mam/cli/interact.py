@@ -81,7 +81,10 @@ def _read_text(path: str | None) -> str:
                 raw = handle.read(MAX_TEXT + 2)
     except (OSError, UnicodeDecodeError) as exc:
         where = "stdin" if path in (None, "-") else f"--file {path}"
-        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        if isinstance(exc, UnicodeDecodeError):
+            why = f"not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})"
+        else:
+            why = exc.strerror if exc.strerror else str(exc)
         raise MamError("usage", f"cannot read {where}: {why}") from None
     return as_prompt(raw)
 

@@ -16,7 +16,7 @@ from mam.app import App
 from mam.availability import require_binary, resolve_explicit_backend
 from mam.errors import MamError
 from mam.fanout import call_context
-from mam.names import check_name
+from mam.names import check_name, check_utf8
 from mam.plugin.records import AGENT_STATES, Agent, ErrorKind, ServerOutcome, ServerState
 from mam.registry import Row
 from mam.route import remote_route
@@ -51,6 +51,7 @@ def check_text(text: str, enter: bool) -> None:
     Enter is asked for with --enter, on its own."""
     if not text and not enter:
         raise MamError("usage", "nothing to send: give TEXT, --enter, or both")
+    check_utf8(text, "TEXT")
     if len(text) > MAX_TEXT:
         raise MamError("usage", f"TEXT is {len(text)} characters long; at most {MAX_TEXT} are sent")
     bad = next((ch for ch in text if (ord(ch) < 32 and ch not in "\t\n") or 127 <= ord(ch) < 160), None)

@@ -30,7 +30,7 @@ from mam.launch import (
     with_env,
     write_change,
 )
-from mam.names import check_name
+from mam.names import check_name, check_utf8
 from mam.plugin.records import BackendSpec, CallContext, ServerState
 from mam.progress import waiting
 from mam.registry import Row, RowKey
@@ -182,6 +182,14 @@ def remote_directory(app: App, cwd: str | None, host: str) -> Path:
     return Path(cwd)
 
 
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def spawn_document(app: App, name: str, *, agent: str | None, server: str | None, cwd: str | None,
                    command: str | None, args: list[str], env_names: list[str] | None = None,
                    progress: bool = False, host: str | None = None) -> dict[str, Any]:
@@ -203,11 +211,18 @@ def _spawn(app: App, name: str, agent: str | None, server: str, cwd: str | None,
         raise MamError("usage", f"--agent {agent} alone: mam has no program to run for that kind",
                        hint=f"give the program with --command CMD (with --agent {agent}, its screen is read as "
                             f"{agent}'s)")
+    for value, what in ((agent, "--agent"), (command, "--command"), *((a, "argument") for a in args)):
+        if value is not None:
+            check_utf8(value, what)
     argv = agent_argv(agent, command, args)
     if command is not None and agent is not None:
         check_label(app, agent)  # before anything is asked, here or on another host
     names = check_env_names(app, env_names or [])
     assignments, unset = env_assignments(app, names)
+    for assignment in assignments:  # the value is never shown: it may be a secret
+        if not assignment.isascii() and not _is_utf8(assignment):
+            raise MamError("usage", f"--env {assignment.partition('=')[0]}: its value is not UTF-8 text",
+                           hint="set it as UTF-8, or leave that --env out")
     if unset:
         raise MamError("usage", f"--env {', '.join(unset)}: not set in this environment",
                        hint="set it, or leave that --env out")
