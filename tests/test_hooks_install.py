@@ -240,3 +240,24 @@ def test_a_settings_file_that_is_a_link_is_refused_and_nothing_is_written(ws: Wo
         assert "symbolic link" in proc.stdout and "Traceback" not in proc.stderr
         assert path.is_symlink() and target.read_text() == FILES[kind][1]
         assert set(path.parent.iterdir()) == before
+
+
+def test_codex_uninstall_takes_out_only_the_top_level_lines_mam_wrote(ws: Workspace) -> None:
+    from mam.hooks.codex import MARK, NOTIFY
+
+    path = settings(ws, "codex")
+    path.parent.mkdir(parents=True)
+    # The user's own profile runs the same program, with mam's very words (copied from an install).
+    own = CODEX + f'\n[profiles.quiet]\n{MARK}\n{NOTIFY}\nmodel = "o3"\n'
+    path.write_text(own)
+    assert ws.mam("hooks", "install", "--agent", "codex").returncode == 0
+    assert tomllib.loads(path.read_text())["notify"] == ["mam", "report", "idle"]
+    (path.parent / "config.toml.mam-backup").unlink()  # uninstall works from the file itself, not the backup
+    proc = ws.mam("hooks", "uninstall", "--agent", "codex")
+    assert proc.returncode == 0, proc.stdout
+    assert path.read_text() == own
+    assert tomllib.loads(path.read_text())["profiles"]["quiet"]["notify"] == ["mam", "report", "idle"]
+    # Without mam's lines at the top, the profile's own is not taken for mam's.
+    assert ws.mam_json("hooks", "status", "--agent", "codex")["hooks"][0]["state"] == "absent"
+    proc = ws.mam("hooks", "uninstall", "--agent", "codex")
+    assert proc.returncode == 0 and path.read_text() == own and "not in it" in proc.stdout

@@ -41,22 +41,33 @@ def add(text: str | None) -> str:
     return f"{MARK}\n{NOTIFY}\n" + (text or "")
 
 
+def _our_lines(lines: list[str]) -> list[int]:
+    """The indexes of the lines mam wrote: its comment and, right after it, its `notify`, among the top-level
+    lines (before the first table). The same words elsewhere (a table's own `notify`) are the user's."""
+    out: list[int] = []
+    for i, line in enumerate(lines):
+        if line.lstrip().startswith("["):
+            break
+        if line.rstrip("\r\n") == MARK and i + 1 < len(lines) and lines[i + 1].rstrip("\r\n") == NOTIFY:
+            out += [i, i + 1]
+    return out
+
+
 def remove(text: str) -> str | None:
-    _parse(text)
+    data = _parse(text)
     lines = text.splitlines(keepends=True)
-    out: list[str] = []
-    for line in lines:
-        if line.rstrip("\r\n") == MARK:
-            continue
-        if line.rstrip("\r\n") == NOTIFY:
-            continue
-        out.append(line)
-    rest = "".join(out)
+    ours = set(_our_lines(lines))
+    rest = "".join(line for i, line in enumerate(lines) if i not in ours)
+    if ours:  # what is left must be the file without mam's `notify` and nothing else (not a multi-line string's)
+        data.pop("notify", None)
+        if _parse(rest) != data:
+            raise Unparsable("mam's lines are not where it wrote them: take its `notify` out by hand")
     return rest if rest or text == rest else None
 
 
 def count(text: str) -> tuple[int, int]:
-    return (1 if _parse(text).get("notify") == OURS else 0), 1
+    ours = _parse(text).get("notify") == OURS and bool(_our_lines(text.splitlines(keepends=True)))
+    return (1 if ours else 0), 1
 
 
 KIND = KindFile("codex", config, add, remove, count)
