@@ -414,7 +414,16 @@ def backends_text(doc: dict[str, Any]) -> str:
     rows = [(("* " if b["default"] else "  ") + b["name"], b["provider"], b["binary"] or "not found",
              b["version"], supported[b.get("supported")], b["error"]) for b in doc["backends"]]
     text = table(("  NAME", "PROVIDER", "BINARY", "VERSION", "SUPPORTED", "ERROR"), rows, elastic=(1, 2, 5))
-    return text + plugins_text(doc.get("plugins") or [])
+    return text + operations_text(doc["backends"]) + plugins_text(doc.get("plugins") or [])
+
+
+def operations_text(backends: list[dict[str, Any]]) -> str:
+    """The optional operations each loaded backend declares, and those it leaves out."""
+    rows = [(b["name"], ", ".join(b["operations"]) or "-", ", ".join(b["left_out"]) or "-")
+            for b in backends if not b["error"]]
+    if not rows:
+        return ""
+    return "\n\n" + table(("BACKEND", "OPERATIONS", "LEFT OUT"), rows, elastic=(1, 2))
 
 
 def plugins_text(plugins: list[dict[str, Any]]) -> str:

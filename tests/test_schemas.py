@@ -230,6 +230,13 @@ def test_backends_with_a_plugin_that_fails_to_load(ws: Workspace, tmp_path: Path
     assert {b["name"] for b in doc["backends"] if b["error"]} == {"broken", "MAM_DISABLE_PLUGINS"}
 
 
+def test_the_backends_schema_names_every_operation() -> None:
+    from mam.plugin.records import OPERATIONS
+
+    schema = json.loads((SCHEMAS / "backends.json").read_text())
+    assert schema["$defs"]["operation"]["enum"] == list(OPERATIONS)
+
+
 def test_env_with_removed_and_kept_variables(ws: Workspace) -> None:
     ws.write_config("env:\n  scrub: [ACME_*]\n  keep: [CLAUDE_CODE_ENTRYPOINT]\n")
     doc = checked(ws, "env", env={**ws.env, "CLAUDECODE": "1", "ACME_TOKEN": "x", "CLAUDE_CODE_ENTRYPOINT": "cli"})

@@ -30,4 +30,4 @@ def mam_backends() -> list[BackendSpec]:
     return [BackendSpec(name="tmux", description="tmux; a server is a socket name (-L NAME)", executable="tmux",
                         load=_load, markers=MARKERS, server_options=SERVER_OPTIONS,
                         name_rule=agent_name_rule, program_check=True, spawn_env=True,
-                        operations=frozenset({"spawn", "stop", "send", "capture", "client_argv"}))]
+                        operations=frozenset({"spawn", "stop", "send", "capture", "client_argv", "remains"}))]

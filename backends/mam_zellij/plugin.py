@@ -38,4 +38,4 @@ def mam_backends() -> list[BackendSpec]:
     return [BackendSpec(name="zellij", description="zellij; a server is a session name", executable="zellij",
                         load=_load, markers=MARKERS, server_options=SERVER_OPTIONS,
                         program_check=True,
-                        operations=frozenset({"spawn", "stop", "send", "capture", "client_argv"}))]
+                        operations=frozenset({"spawn", "stop", "send", "capture", "client_argv", "remains"}))]

@@ -12,7 +12,7 @@ from mam.errors import MamError
 from mam.fanout import call_context, outcomes_for
 from mam.hosts import chosen_host
 from mam.names import check_name
-from mam.plugin.records import ServerOutcome, ServerState
+from mam.plugin.records import OPERATIONS, ServerOutcome, ServerState, implemented_operations
 
 
 def ls_document(app: App, server: str, host: str | None = None) -> tuple[dict[str, Any], ServerOutcome]:
@@ -43,8 +43,11 @@ def backends_document(app: App) -> dict[str, Any]:
     for spec in specs:
         path = shutil.which(spec.executable, path=app.backend_env.get("PATH")) if spec.executable else None
         version, error, supported = None, None, None
+        declared = spec.operations
         try:
             backend = plugins.backend(spec.name)
+            if declared is None:  # undeclared: whichever its object has a method for, as the kit reads it
+                declared = implemented_operations(backend)
             version = backend.version(ctx) if path else None
             # the backend's optional `supported(version)`: whether mam is tested against that release
             check = getattr(backend, "supported", None)
@@ -54,11 +57,12 @@ def backends_document(app: App) -> dict[str, Any]:
         entries.append({"name": spec.name, "provider": spec.provider, "description": spec.description,
                         "executable": spec.executable, "binary": path, "found": path is not None,
                         "version": version, "supported": supported, "default": spec.name == app.backend_name,
-                        "error": error})
+                        "error": error, "operations": [op for op in OPERATIONS if op in (declared or ())],
+                        "left_out": [op for op in OPERATIONS if op not in (declared or ())]})
     for problem in plugins.problems:
         entries.append({"name": problem.plugin, "provider": problem.provider, "description": None,
                         "executable": None, "binary": None, "found": False, "version": None, "supported": None,
-                        "default": False, "error": problem.error})
+                        "default": False, "error": problem.error, "operations": [], "left_out": []})
     hooked = [{"name": p.name, "provider": p.provider, "hooks": list(p.hooks)} for p in plugins.hook_plugins()]
     return {"schema": 1, "backends": entries, "plugins": hooked}
 

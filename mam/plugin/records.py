@@ -262,6 +262,7 @@ OPERATIONS: Mapping[str, tuple[str, str]] = {
     "capture": ("capture_panes", "its agents' state is not read from their screens"),
     "state": ("agent_state", "no state of its own beyond the listing's"),
     "client_argv": ("client_argv", "mam exec and the shims refuse it"),
+    "remains": ("agent_remains", "an ended agent's row keeps no exit status or last lines"),
 }
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -39,6 +40,7 @@ from mam.plugin.records import (
     ErrorKind,
     Failure,
     PaneCapture,
+    Remains,
     ScrubRule,
     SendResult,
     ServerError,
@@ -70,6 +72,10 @@ class BackendContract:
     settle_wait: ClassVar[float] = 15.0
     #: the text the send check types
     sample_text: ClassVar[str] = "mam kit says hello"
+    #: how the `ending_request` agent ends, for the remains check: the exit status it exits with, and lines it
+    #: prints last, which its remains must keep in this order
+    ending_status: ClassVar[int] = 3
+    ending_lines: ClassVar[tuple[str, ...]] = ("kit ending one", "kit ending two")
 
     # The fixtures to override
     @pytest.fixture
@@ -116,6 +122,15 @@ class BackendContract:
         """The agent the spawn check starts in `empty_server`: `cat` (it waits for input and shows what it is
         sent), in a pane named kit-agent. Override it when your backend starts only agents it knows."""
         return SpawnRequest(name="kit-agent", agent=None, cwd=str(tmp_path), argv=("cat",))
+
+    @pytest.fixture
+    def ending_request(self, tmp_path: Path) -> SpawnRequest | None:
+        """The agent the remains check starts in `empty_server`: it prints `ending_lines`, stays a second (past
+        any check of a program that ends at once) and exits with `ending_status`, in a pane named kit-ending.
+        Override it when your backend starts only agents it knows; None leaves the check out."""
+        script = "".join(f"printf '%s\\n' {shlex.quote(line)}; " for line in self.ending_lines)
+        return SpawnRequest(name="kit-ending", agent=None, cwd=str(tmp_path),
+                            argv=("sh", "-c", f"{script}sleep 1; exit {self.ending_status}"))
 
     @pytest.fixture
     def live_agent(self, request: pytest.FixtureRequest, backend: Backend, operations: frozenset[str],
@@ -372,6 +387,34 @@ class BackendContract:
                                     "live_agent")
         answer = state(server, agent, ctx)
         assert answer is None or (isinstance(answer, AgentState) and answer.state in AGENT_STATES), answer
+
+    def test_remains_keep_how_a_dead_agent_ended(self, request: pytest.FixtureRequest, backend: Backend,
+                                                 operations: frozenset[str], ctx: CallContext) -> None:
+        """The agent of `ending_request` ends by itself: its remains have its exit status and last lines, and a
+        name that no agent of the server has gets none."""
+        remains = self._operation(request, backend, operations, "remains")
+        if "spawn" not in operations:
+            self._untested(request, backend, "remains", "not checked: the check spawns the agent that ends, and "
+                           "spawn is not declared")
+        server = self._given(request, backend, "remains", request.getfixturevalue("empty_server"), "empty_server")
+        ending = self._given(request, backend, "remains", request.getfixturevalue("ending_request"),
+                             "ending_request")
+        started = backend.spawn(server, ending, ctx)  # type: ignore[attr-defined]
+        assert isinstance(started, SpawnResult), started  # ok or not: an agent may be told to have ended at once
+
+        def ended() -> Remains | None:
+            answer = remains(server, (ending.name, "kit-nobody"), ctx)
+            assert not isinstance(answer, Failure), answer
+            assert set(answer) <= {ending.name}, answer
+            found = answer.get(ending.name)
+            return found if found is not None and found.exit_status is not None else None
+
+        found = poll_until(ended, wait=self.settle_wait, interval=0.2)
+        assert isinstance(found, Remains), f"{ending.name} ended, but its remains never showed"
+        assert found.exit_status == self.ending_status and found.exit_signal is None, found
+        assert all(isinstance(line, str) for line in found.lines), found
+        shown = [line.strip() for line in found.lines]
+        assert [line for line in shown if line in self.ending_lines] == list(self.ending_lines), found
 
     def test_client_argv_names_the_server_and_keeps_the_arguments(self, request: pytest.FixtureRequest,
                                                                    backend: Backend, spec: BackendSpec,
