@@ -92,9 +92,16 @@ def test_confirm_on_herdr_reads_its_own_state(ws: Workspace) -> None:
     # herdr's fake never starts a turn: the state it lists stays idle, so no turn started.
     proc = ws.mam("send", "ann", "hello", "--enter", "--confirm", "1", "--json")
     assert proc.returncode == 1 and json.loads(proc.stdout)["delivered"] is False
+    assert json.loads(proc.stdout)["confirmation"] == "no turn started: ann is still idle"
+    # An agent already working shows no new turn: working is no sign that it took the text. mam says so.
     proc = ws.mam("send", "cid", "more", "--confirm", "1", "--json")
-    assert proc.returncode == 0 and json.loads(proc.stdout)["delivered"] is True
-    assert json.loads(proc.stdout)["state_after"] == "working"
+    doc = json.loads(proc.stdout)
+    assert proc.returncode == 1 and doc["delivered"] is None and doc["state_after"] == "working"
+    assert doc["confirmation"].startswith("cid was already working when the text was sent: no state of it can show")
+    assert "it was typed, but cannot be confirmed" in proc.stderr
+    proc = ws.mam("send", "cid", "more", "--confirm", "1")
+    assert proc.returncode == 1 and "delivered: unconfirmed (cid was already working" in proc.stdout
+    assert typed(ws, "east", "w1:p3") == "moremore"
 
 
 def wait(ws: Workspace, *args: str) -> tuple[int, dict[str, Any], str]:

@@ -66,9 +66,8 @@ def as_prompt(raw: str) -> str:
 
 
 # The states that show a prompt was taken (`--confirm`): a turn started, so the agent works, or asks something.
+# An answer was taken when the question is gone, whatever the agent does next (`agentstate.asks_nothing`).
 TURN_STARTED = ("working", "blocked")
-# The states that show an answer was taken: the question is gone, whatever the agent does next.
-ANSWERED = ("working", "idle", "done")
 
 
 def _looked(app: App, row: Row) -> tuple[Agent, dict[str, Any]]:
@@ -117,7 +116,7 @@ def send_document(app: App, name: str, text: str, enter: bool, server: str | Non
                   host: str | None = None, answer: bool = False, confirm: float | None = None) -> dict[str, Any]:
     """Type `text` (and Enter) into agent `name`'s pane. Its state is read first: a prompt to a `blocked` agent
     is refused (it would land in the question's dialog), and `answer` (--answer) is sent only to a blocked
-    one. `confirm` waits that long for a turn to start (working or blocked) and says whether it did."""
+    one. `confirm` waits that long for the agent to show it took the text (`_confirmed`) and says what it saw."""
     check_text(text, enter)
     check_confirm(confirm)
     row = _row(app, name, server, host)
@@ -144,29 +143,67 @@ def send_document(app: App, name: str, text: str, enter: bool, server: str | Non
         "schema": 1, "name": row.name, "backend": row.backend, "server": row.server, "host": row.host,
         "pane_id": agent.pane_id, "characters": len(text), "lines": text.count("\n") + 1 if text else 0,
         "enter": enter, "answer": answer, "state_before": state, "message": result.message,
-        "delivered": None, "state_after": None, "waited": None}
+        "delivered": None, "state_after": None, "waited": None, "confirmation": None}
     if confirm is not None:
-        doc.update(_confirmed(app, row, confirm, ANSWERED if answer else TURN_STARTED))
+        doc.update(_confirmed(app, row, confirm, entry, answer))
     return doc
 
 
-def _confirmed(app: App, row: Row, confirm: float, taken: Sequence[str]) -> dict[str, Any]:
-    """Poll the agent's state until it shows the text was taken (one of `taken`: a prompt started a turn, an
-    answer closed the question), at most `confirm` seconds: `delivered` says whether it did."""
+def _working(entry: dict[str, Any]) -> bool:
+    """Whether the agent was in a turn: `working`, or a working screen gone stale (`unknown`)."""
+    from mam.agentstate import STALE
+
+    fact = (entry.get("evidence") or {}).get("fact") or ""
+    return entry["state"] == "working" or (entry["state"] == "unknown" and fact.startswith(STALE))
+
+
+def _confirmed(app: App, row: Row, confirm: float, before: dict[str, Any], answer: bool) -> dict[str, Any]:
+    """Poll the agent's state until it shows the text was taken, at most `confirm` seconds: `delivered` says
+    whether it did, `confirmation` what mam saw. A prompt was taken when a turn started (working or blocked); an
+    answer when the question is gone (`asks_nothing`). A prompt to an agent already in a turn is looked at once
+    and is neither: no state of it can show that it took the text (delivered null)."""
+    from mam.agentstate import asks_nothing
+
     start = time.monotonic()
     limit = app.timeout
+    unsure = not answer and _working(before)
     try:
         while True:
             # No look outlasts the time left (at least MIN_CALL, so that a call can answer at all).
             app.timeout = min(limit, max(MIN_CALL, confirm - (time.monotonic() - start)))
             entry = _poll(app, [row])[0][0]
             waited = round(time.monotonic() - start, 3)
-            delivered = entry["state"] in taken
-            if delivered or waited >= confirm or entry["live"] == "absent":
-                return {"delivered": delivered, "state_after": entry["state"], "waited": waited}
+            delivered = asks_nothing(entry) if answer else entry["state"] in TURN_STARTED
+            if unsure or delivered or waited >= confirm or entry["live"] == "absent":
+                return {"delivered": None if unsure else delivered, "state_after": entry["state"],
+                        "waited": waited, "confirmation": _seen(row.name, before, entry, answer, unsure, delivered)}
             time.sleep(min(POLL_INTERVAL, max(0.0, confirm - waited)))
     finally:
         app.timeout = limit
+
+
+def _seen(name: str, before: dict[str, Any], after: dict[str, Any], answer: bool, unsure: bool,
+          delivered: bool) -> str:
+    """What the last look showed, in words: why `delivered` is true, false or null."""
+    from mam.render import visible
+
+    now = after["state"]
+    fact = (after.get("evidence") or {}).get("fact")
+    why = f" ({visible(fact)})" if now == "unknown" and fact else ""
+    if unsure:
+        return (f"{name} was already {before['state']} when the text was sent: no state of it can show whether "
+                f"it took the text (it is {now}{why} now)")
+    if after["live"] == "absent":
+        return f"{name} is no longer running"
+    if answer:
+        if delivered:
+            return f"the question is gone: {name} is {now}{why}"
+        if now == "blocked":
+            return f"{name} still asks {question_of(after)}"
+        return f"{name} is {now}{why}: mam cannot tell whether the question is still there"
+    if delivered:
+        return f"a turn started: {name} was {before['state']} and is {now}"
+    return f"no turn started: {name} is still {now}{why}"
 
 
 def _poll(app: App, rows: Sequence[Row]) -> list[tuple[dict[str, Any], ServerOutcome | None]]:
