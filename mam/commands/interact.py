@@ -79,20 +79,10 @@ def _looked(app: App, row: Row) -> tuple[Agent, dict[str, Any]]:
     key = row.server_key
     outcomes, states = observe(app, [row])
     outcome = outcomes[key]
-    agent = listed_agent(app, row, outcome, "mam send", "mam never starts it to send text", _bring_back(row))
+    agent = listed_agent(app, row, outcome, "mam send")
     entry = session_entry(row, outcome)
     add_state(entry, outcome, states.get(key, {}))
     return agent, entry
-
-
-def _bring_back(row: Row) -> str:
-    """What to do about an agent that is not running: start it again where it was (its server with it)."""
-    from mam.restoreplan import row_spec
-
-    if row_spec(row) is None:  # adopted, or written by hand: restore has nothing to start it from
-        return (f"`mam --backend {row.backend} spawn {row.name} --server {row.server} ...` starts it again (its "
-                "row keeps no launch spec for `mam restore`)")
-    return f"`mam restore {row.name}` starts it again from its launch spec (`--dry-run` shows how)"
 
 
 def question_of(entry: dict[str, Any]) -> str:
@@ -230,12 +220,12 @@ def check_timeout(timeout: float | None) -> None:
 def _gone(app: App, row: Row, outcome: ServerOutcome | None, entry: dict[str, Any]) -> MamError | None:
     """Why agent `row` can never reach a state but `unknown`: its server is down, or up without it. A backend
     binary that is missing is raised at once (exit 3)."""
+    from mam.rows import not_running
+
     if outcome is not None and outcome.state is ServerState.DOWN:
-        return MamError("operation_failed", f"{row.backend} server {row.server} is down; mam wait never starts it",
-                        hint=_bring_back(row))
+        return not_running(row, f"{row.backend} server {row.server} is down; mam wait never starts it")
     if entry["live"] == "absent":
-        return MamError("operation_failed", f"{row.name} is not running on {row.backend} server {row.server}",
-                        hint=_bring_back(row))
+        return not_running(row, f"{row.name} is not running on {row.backend} server {row.server}")
     if outcome is not None and outcome.error is not None and outcome.error.kind is ErrorKind.NOT_INSTALLED:
         require_binary(app, ErrorKind.NOT_INSTALLED, "mam wait needs it", row.backend, of_row=True)
     return None
