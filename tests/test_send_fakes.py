@@ -62,6 +62,17 @@ def test_a_blocked_herdr_agent_takes_only_an_answer(ws: Workspace) -> None:
     assert ws.mam("send", "ann", "x", "--answer", "y").returncode == 2  # TEXT or --answer, not both
 
 
+def test_send_says_what_it_sent_in_plain_words(ws: Workspace) -> None:
+    """One character, several, Enter alone: counted as a person would count them."""
+    herdr(ws)
+    for args, said in ((("x",), "sent 1 character to ann"),
+                       (("xy", "--enter"), "sent 2 characters to ann and Enter"),
+                       (("--enter",), "sent Enter to ann"),
+                       (("a\nb", "--enter"), "pasted 3 characters to ann and Enter (herdr agent prompt)")):
+        proc = ws.mam("send", "ann", *args)
+        assert proc.returncode == 0 and proc.stdout == said + "\n", (args, proc.stdout, proc.stderr)
+
+
 def test_herdr_pastes_several_lines_only_as_a_prompt_it_submits(ws: Workspace) -> None:
     """herdr's `pane send-text` writes the bytes as they are (each line would submit): several lines go through
     `agent prompt`, herdr's one paste, which always submits. Without --enter they are refused, nothing typed."""
