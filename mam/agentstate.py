@@ -8,6 +8,7 @@ the screens are read by the rules after it, in the calling thread, each within i
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
@@ -146,7 +147,8 @@ def read_capture(library: Library, kinds: tuple[str | None, ...], capture: PaneC
     if verdict.rule is None:
         return unknown(NO_RULE, "screen")
     if verdict.state == "working" and capture.idle_seconds is not None and capture.idle_seconds > stale_after:
-        return unknown(f"{STALE}a working screen unchanged for {capture.idle_seconds:.0f} s (more than "
+        # Rounded up: never "unchanged for 10 s (more than 10 s)".
+        return unknown(f"{STALE}a working screen unchanged for {math.ceil(capture.idle_seconds)} s (more than "
                        f"{stale_after:g} s)", "screen", verdict.rule, verdict.line)
     if verdict.state == "idle" and capture.seen is False:
         return AgentState("done", "screen", _evidence(verdict.rule, verdict.line,

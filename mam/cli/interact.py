@@ -101,7 +101,7 @@ def send(ctx: typer.Context,
              "blocked); a prompt to a blocked agent is refused")] = None,
          confirm: Annotated[float | None, typer.Option(
              "--confirm", metavar="SECONDS", help="wait this long for the agent to show it took the text (a "
-             "prompt: a turn starts; an answer: the question goes); exit 1 when it did not")] = None,
+             "prompt: a turn starts; an answer: the question goes); exit 1 when it did not or cannot tell")] = None,
          server: Server = None,
          host: HostFilter = None,
          as_json: Json = False) -> int:
