@@ -8,6 +8,7 @@ the screens are read by the rules after it, in the calling thread, each within i
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
@@ -38,6 +39,22 @@ def unknown(fact: str, source: str = "none", rule: str | None = None, line: str 
 NOT_RUNNING = unknown("not running: its server lists no live pane for it")
 NOT_ASKED = unknown("its server could not be asked")
 SERVER_DOWN = unknown("not running: its server is down")
+# The facts of an `unknown` read from a screen that shows no question: no rule matches it, or a working screen
+# has not changed for a while (`read_capture`). `mam send --answer --confirm` takes either as an answer taken.
+NO_RULE = "no rule matches the screen"
+STALE = "stale: "
+
+
+def asks_nothing(state: Mapping[str, Any]) -> bool:
+    """Whether a state (its JSON: `state`, `state_source`, `evidence`) shows an agent that asks no question: it
+    was read, and is not `blocked`. An `unknown` counts only when its screen was read and no rule matched it or
+    a working one went stale; not when the pane's program ended, a rule ran out of time, or nothing was read."""
+    if state.get("state") in ("working", "idle", "done"):
+        return True
+    if state.get("state") != "unknown" or state.get("state_source") != "screen":
+        return False
+    fact = (state.get("evidence") or {}).get("fact") or ""
+    return fact == NO_RULE or fact.startswith(STALE)
 
 
 class LazyLibrary:
@@ -128,9 +145,10 @@ def read_capture(library: Library, kinds: tuple[str | None, ...], capture: PaneC
         return unknown(f"rule {verdict.overtime} took more than {budget:g} s to read the screen (a pattern that "
                        "backtracks: see docs/states.md)", "screen", verdict.overtime)
     if verdict.rule is None:
-        return unknown("no rule matches the screen", "screen")
+        return unknown(NO_RULE, "screen")
     if verdict.state == "working" and capture.idle_seconds is not None and capture.idle_seconds > stale_after:
-        return unknown(f"stale: a working screen unchanged for {capture.idle_seconds:.0f} s (more than "
+        # Rounded up: never "unchanged for 10 s (more than 10 s)".
+        return unknown(f"{STALE}a working screen unchanged for {math.ceil(capture.idle_seconds)} s (more than "
                        f"{stale_after:g} s)", "screen", verdict.rule, verdict.line)
     if verdict.state == "idle" and capture.seen is False:
         return AgentState("done", "screen", _evidence(verdict.rule, verdict.line,

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 
 from mam.logfile import open_log, open_text_log
 from mam.names import NAME_PATTERN, SESSION_ID_PATTERN, is_valid_name
-from mam.plugin.helpers import first_line, parse_or_failure, poll_until
+from mam.plugin.helpers import first_line, parse_or_failure, poll_until, sent_message
 from mam.plugin.listing import find_for_stop
 from mam.plugin.records import (
     AGENT_STATES,
@@ -79,4 +79,5 @@ __all__ = [
     "SpawnRequest",
     "SpawnResult", "SpawningBackend", "StopResult", "find_for_stop", "first_line", "hookimpl", "is_valid_name",
     "net_namespaces", "open_log", "open_text_log", "parse_or_failure", "poll_until", "read_text", "run",
+    "sent_message",
 ]

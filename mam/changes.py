@@ -4,7 +4,8 @@ and what the `mam top` view can announce the same way (mam.notify). Plain data i
 A change is an agent's state becoming one of the watched states (blocked and done by default). The first reading
 is the baseline: what agents are in already is not a change. A reading of `unknown` (a server that did not answer
 one poll) is not a change either, unless `unknown` itself is watched: the agent keeps its last known state, so a
-flaky server never makes an agent "become blocked" twice.
+flaky server never makes an agent "become blocked" twice; an agent whose row appears later has no state before its
+first one read (`from` null).
 """
 
 from __future__ import annotations
@@ -56,8 +57,12 @@ class Changes:
             if state is None:  # --no-state: nothing to compare
                 continue
             before = self.known.get(key)
-            if state == "unknown" and "unknown" not in self.on and (key in self.known or not new_is_change):
-                continue  # one poll without an answer: the agent keeps its last known state
+            if state == "unknown" and "unknown" not in self.on and (
+                    key in self.known or self.started or not new_is_change):
+                # One poll without an answer: the agent keeps its last known state. An agent whose row appeared
+                # since the baseline has none until a state is read (its first change is `from` null); only the
+                # baseline keeps `unknown`, as all it could tell.
+                continue
             first = key not in self.known
             self.known[key] = state
             if first and not new_is_change:

@@ -50,8 +50,7 @@ def live_agent(app: App, row: Row, verb: str) -> Agent:
     from mam.rows import listed_agent
 
     key = row.server_key
-    again = f"`mam restore {row.name} --dry-run` shows whether and how it can be started again"
-    return listed_agent(app, row, outcomes_for(app, {key})[key], verb, f"{verb} never starts it", again)
+    return listed_agent(app, row, outcomes_for(app, {key})[key], verb)
 
 
 def check_lines(lines: int) -> None:

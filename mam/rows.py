@@ -62,14 +62,14 @@ def live_agent(row: Row, outcome: ServerOutcome | None) -> tuple[str, Agent | No
     return "absent", None
 
 
-def listed_agent(app: App, row: Row, outcome: ServerOutcome, verb: str, down: str, hint: str) -> Agent:
+def listed_agent(app: App, row: Row, outcome: ServerOutcome, verb: str) -> Agent:
     """The agent `outcome` lists for `row`, for a command that acts on a running agent (`verb`: `mam peek`,
-    `mam send`); an error when its server is down (`down` ends that message: it is never started here), could
-    not be asked, or does not list it (`hint`: how to bring it back)."""
+    `mam send`, `mam attach`); an error when its server is down (never started here), could not be asked, or
+    does not list it: then how the row says its agent ended, and how to bring it back (`not_running`)."""
     from mam.availability import require_binary
 
     if outcome.state is ServerState.DOWN:
-        raise MamError("operation_failed", f"{row.backend} server {row.server} is down; {down}", hint=hint)
+        raise not_running(row, f"{row.backend} server {row.server} is down; {verb} never starts it")
     if outcome.state is ServerState.UNKNOWN:
         require_binary(app, outcome.error.kind if outcome.error else None, f"{verb} needs it", row.backend,
                        of_row=True)
@@ -77,9 +77,42 @@ def listed_agent(app: App, row: Row, outcome: ServerOutcome, verb: str, down: st
         raise MamError("operation_failed", f"{row.backend} server {row.server} could not be asked: {why}")
     agent = next((a for a in outcome.agents if a.name == row.name), None)
     if agent is None:
-        raise MamError("operation_failed", f"{row.name} is not running on {row.backend} server {row.server}",
-                       hint=hint)
+        raise not_running(row, f"{row.name} is not running on {row.backend} server {row.server}")
     return agent
+
+
+def not_running(row: Row, message: str) -> MamError:
+    """The error about agent `row` that is not running (`message` says why: its server is down, or lists it
+    not): with how its row says it ended, when it knows, and how to start it again."""
+    ended = how_it_ended(row)
+    return MamError("operation_failed", message + (f"; {row.name} {ended}" if ended else ""), hint=bring_back(row))
+
+
+def how_it_ended(row: Row) -> str:
+    """How the row says its agent last ended, for a message (`exited with status 1; its last output: 'Error:
+    no API key'`, its last two lines at most, quoted and cut short: pane text is anyone's); "" when the row does
+    not know, or knows only an end from before its last restore (the agent has run since)."""
+    from mam import remains
+    from mam.quote import shown
+
+    raw = row.raw
+    ended_at, restored_at = raw.get("ended_at"), raw.get("restored_at")
+    if restored_at is not None and not (isinstance(ended_at, str) and ended_at > str(restored_at)):
+        return ""
+    how = remains.how_it_ended(raw)
+    lines = [line for line in raw.get("last_output") or () if isinstance(line, str) and line.strip()][-2:]
+    said = ", ".join(shown(line.strip(), 100, quote="repr", cut="inside") for line in lines)
+    return "; ".join(part for part in (how, f"its last output: {said}" if said else "") if part)
+
+
+def bring_back(row: Row) -> str:
+    """What to do about an agent that is not running: start it again where it was (its server with it)."""
+    from mam.restoreplan import row_spec
+
+    if row_spec(row) is None:  # adopted, or written by hand: restore has nothing to start it from
+        return (f"`mam --backend {row.backend} spawn {row.name} --server {row.server} ...` starts it again (its "
+                "row keeps no launch spec for `mam restore`)")
+    return f"`mam restore {row.name}` starts it again from its launch spec (`--dry-run` shows how)"
 
 
 def session_entry(row: Row, outcome: ServerOutcome | None) -> dict[str, Any]:

@@ -82,7 +82,8 @@ def set_aside(report: Report, pane_id: str | None, capture: PaneCapture | None, 
     if age < -HOOK_SKEW:
         return f"its hook report's time is {-age:.0f} s in the future (more than {HOOK_SKEW:g} s ahead)"
     if age > fresh:
-        return f"its hook report is {age:.0f} s old (older than {fresh:g} s)"
+        # Rounded up: a report 600.4 s old is never said to be "600 s old (older than 600 s)".
+        return f"its hook report is {math.ceil(age)} s old (older than {fresh:g} s)"
     # The pane variables the report saw (tmux's holds "%3", as the listing spells the pane): none of them naming
     # the agent's pane now is a report from elsewhere (an agent of the same name on another server).
     if pane_id is not None and report.panes and pane_id not in report.panes.values():
@@ -101,7 +102,7 @@ def from_report(report: Report, now: float, capture: PaneCapture | None = None) 
     """The report's state; `idle` is `done` when no client has looked at the pane since it last changed, as on
     the screen (docs/states.md)."""
     age = max(0.0, now - report.time)
-    fact = f"its own hook reported {report.state} {age:.0f} s ago"
+    fact = f"its own hook reported {report.state} " + ("just now" if age < 1 else f"{int(age)} s ago")
     state = report.state
     if state == "idle" and capture is not None and capture.seen is False:
         state, fact = "done", fact + "; no client has looked at it since its last output"

@@ -163,6 +163,15 @@ def test_kinds_without_hooks_and_unknown_kinds_are_bad_input(ws: Workspace) -> N
     assert "aider: no hooks" in text and "claude:" in text
 
 
+def test_hooks_status_says_its_word_per_kind(ws: Workspace) -> None:
+    """installed, partial, absent or unreadable, as docs/cli.md names them, then the file it read."""
+    write_user_file(ws, "gemini")
+    assert ws.mam("hooks", "install", "--agent", "gemini").returncode == 0
+    lines = ws.mam("hooks", "status", "--agent", "claude", "--agent", "gemini").stdout.splitlines()
+    assert lines == [f"claude: absent: no settings file ({settings(ws, 'claude')})",
+                     f"gemini: installed ({settings(ws, 'gemini')})"]
+
+
 def test_install_without_agent_skips_agents_not_set_up_here(ws: Workspace) -> None:
     write_user_file(ws, "gemini")
     doc = ws.mam_json("hooks", "install")

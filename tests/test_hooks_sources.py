@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mam.agentstate import Screen
+from mam.agentstate import Screen, read_capture
+from mam.kinds.library import load_library
 from mam.plugin.records import AgentState, PaneCapture
-from mam.sources import MAX_REPORT, Report, decide, read_report, set_aside, title_state
+from mam.sources import MAX_REPORT, Report, decide, from_report, read_report, set_aside, title_state
 
 NOW = 1_000_000.0
+STANDIN_WORKING = "● I'll look.\n\n✽ Simplifying recompute_tangents… (2m 18s · ↓ 4.8k tokens)\n\n❯ \n" \
+    "  ⏵⏵ bypass permissions on · esc to interrupt\n"
 HERDR = AgentState("working", "backend", {"field": "agent_status", "value": "working"})
 
 
@@ -40,6 +43,17 @@ def test_each_rule_that_sets_a_report_aside() -> None:
     assert "changed 4 s after" in str(set_aside(report(age=5), "%3", PaneCapture("x", pid=30, idle_seconds=1), NOW))
     assert "ended" in str(set_aside(report(), "%3", PaneCapture("x", dead=True), NOW))
     assert "older than 2 s" in str(set_aside(report(age=5), "%3", same, NOW, fresh=2))
+
+
+def test_ages_never_read_as_nothing_or_as_the_limit_itself() -> None:
+    """Just past the limit is said past it (not "600 s old (older than 600 s)"); a report of this instant is
+    "just now", not "0 s ago"."""
+    assert set_aside(report(age=600.4), "%3", None, NOW) == "its hook report is 601 s old (older than 600 s)"
+    assert from_report(report("working", age=0.3), NOW).evidence == {
+        "rule": None, "line": None, "fact": "its own hook reported working just now"}
+    assert from_report(report("working", age=7.9), NOW).evidence["fact"] == "its own hook reported working 7 s ago"
+    stale = read_capture(load_library(None), ("claude",), PaneCapture(STANDIN_WORKING, idle_seconds=10.2))
+    assert stale.evidence["fact"] == "stale: a working screen unchanged for 11 s (more than 10 s)"
 
 
 def test_a_title_never_hides_a_prompt_on_the_screen() -> None:

@@ -221,3 +221,40 @@ def test_attach_from_a_pane_of_the_same_server_switches_its_client(ws: Workspace
     assert switched == [True], output
     assert code == 0
     assert "attach-exit=0" in tmux.run(server, "capture-pane", "-p", "-t", "=home:").stdout
+
+
+def test_peek_send_and_attach_on_an_ended_agent_say_how_it_ended(ws: Workspace) -> None:
+    """An agent whose row says how it ended (its exit status, the last lines its pane showed): peek, send,
+    attach and wait say so, its lines quoted, and how to start it again; an end from before its last restore is
+    not how it ends now."""
+    ws.write_registry(
+        "version: 1\nsessions:\n"
+        f"  - {{name: crashed, server: live, status: terminated, agent: claude, pane: {{cwd: {ws.root}}},"
+        " exit_status: 1, last_output: [starting, 'Traceback (most recent call last):', 'KeyError: \"API_KEY\"'],"
+        " ended_at: '2026-12-05T10:00:00Z', restored_at: '2026-12-05T09:00:00Z'}\n"
+        "  - {name: killed, server: live, status: terminated, exit_signal: 9, last_output: []}\n"
+        "  - {name: before, server: live, status: running, exit_status: 2, last_output: [old],"
+        " ended_at: '2026-12-05T08:00:00Z', restored_at: '2026-12-05T08:00:00Z'}\n")
+    ws.herdr.start("live")
+    ws.herdr.set_agents("live", [])
+    env = {**ws.env, "MAM_ATTACH_ECHO": "1"}
+    for args in (("peek", "crashed"), ("send", "crashed", "hello"), ("attach", "crashed"),
+                 ("wait", "crashed", "--until", "idle", "--timeout", "1")):
+        proc = ws.mam(*args, env=env)
+        assert proc.returncode == 1, (args, proc.stderr)
+        assert proc.stderr.splitlines() == [
+            "mam: crashed is not running on herdr server live; crashed exited with status 1; its last output: "
+            "'Traceback (most recent call last):', 'KeyError: \"API_KEY\"'",
+            "hint: `mam restore crashed` starts it again from its launch spec (`--dry-run` shows how)"], args
+    proc = ws.mam("peek", "killed")
+    assert proc.returncode == 1 and proc.stderr.splitlines() == [
+        "mam: killed is not running on herdr server live; killed was killed by signal 9",
+        "hint: `mam --backend herdr spawn killed --server live ...` starts it again (its row keeps no launch spec "
+        "for `mam restore`)"]
+    proc = ws.mam("peek", "before")  # restored since it exited with status 2: that is not how it ends now
+    assert proc.returncode == 1 and "status 2" not in proc.stderr and "old" not in proc.stderr
+    ws.herdr.stop("live")
+    proc = ws.mam("send", "crashed", "hello")
+    assert proc.returncode == 1 and proc.stderr.splitlines()[0] == (
+        "mam: herdr server live is down; mam send never starts it; crashed exited with status 1; its last output: "
+        "'Traceback (most recent call last):', 'KeyError: \"API_KEY\"'")

@@ -62,6 +62,17 @@ def test_a_blocked_herdr_agent_takes_only_an_answer(ws: Workspace) -> None:
     assert ws.mam("send", "ann", "x", "--answer", "y").returncode == 2  # TEXT or --answer, not both
 
 
+def test_send_says_what_it_sent_in_plain_words(ws: Workspace) -> None:
+    """One character, several, Enter alone: counted as a person would count them."""
+    herdr(ws)
+    for args, said in ((("x",), "sent 1 character to ann"),
+                       (("xy", "--enter"), "sent 2 characters to ann and Enter"),
+                       (("--enter",), "sent Enter to ann"),
+                       (("a\nb", "--enter"), "pasted 3 characters to ann and Enter (herdr agent prompt)")):
+        proc = ws.mam("send", "ann", *args)
+        assert proc.returncode == 0 and proc.stdout == said + "\n", (args, proc.stdout, proc.stderr)
+
+
 def test_herdr_pastes_several_lines_only_as_a_prompt_it_submits(ws: Workspace) -> None:
     """herdr's `pane send-text` writes the bytes as they are (each line would submit): several lines go through
     `agent prompt`, herdr's one paste, which always submits. Without --enter they are refused, nothing typed."""
@@ -92,9 +103,16 @@ def test_confirm_on_herdr_reads_its_own_state(ws: Workspace) -> None:
     # herdr's fake never starts a turn: the state it lists stays idle, so no turn started.
     proc = ws.mam("send", "ann", "hello", "--enter", "--confirm", "1", "--json")
     assert proc.returncode == 1 and json.loads(proc.stdout)["delivered"] is False
+    assert json.loads(proc.stdout)["confirmation"] == "no turn started: ann is still idle"
+    # An agent already working shows no new turn: working is no sign that it took the text. mam says so.
     proc = ws.mam("send", "cid", "more", "--confirm", "1", "--json")
-    assert proc.returncode == 0 and json.loads(proc.stdout)["delivered"] is True
-    assert json.loads(proc.stdout)["state_after"] == "working"
+    doc = json.loads(proc.stdout)
+    assert proc.returncode == 1 and doc["delivered"] is None and doc["state_after"] == "working"
+    assert doc["confirmation"].startswith("cid was already working when the text was sent: no state of it can show")
+    assert "it was typed, but cannot be confirmed" in proc.stderr
+    proc = ws.mam("send", "cid", "more", "--confirm", "1")
+    assert proc.returncode == 1 and "delivered: unconfirmed (cid was already working" in proc.stdout
+    assert typed(ws, "east", "w1:p3") == "moremore"
 
 
 def wait(ws: Workspace, *args: str) -> tuple[int, dict[str, Any], str]:

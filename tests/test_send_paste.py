@@ -128,6 +128,19 @@ def test_a_blocked_agent_takes_only_an_answer(ws: Workspace, tmux: Tmux, tmp_pat
     assert log.read_bytes() == b"1\r"
 
 
+def test_an_answer_whose_question_went_is_delivered_whatever_follows(ws: Workspace, tmux: Tmux) -> None:
+    """The answer was taken when the question is gone: a screen no rule matches after it is no blocked screen.
+    (It once read `delivered: false`, as if the question were still there.)"""
+    spawn(ws, "asks", tmux.name(), "claude", "blocked", "--then", "garbage", "--when-typed", "1", program=STANDIN)
+    until_state(ws, "asks", "blocked")
+    proc = send(ws, "asks", "--answer", "1", "--enter", "--confirm", "20", "--json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert (doc["delivered"], doc["state_after"]) == (True, "unknown")
+    assert doc["confirmation"] == "the question is gone: asks is unknown (no rule matches the screen)"
+    assert doc["waited"] < 20
+
+
 def test_confirm_says_when_no_turn_started(ws: Workspace, tmux: Tmux, tmp_path: Path) -> None:
     server, log = tmux.name(), tmp_path / "read.log"
     spawn(ws, "deaf", server, str(log), "--deaf")
@@ -136,9 +149,10 @@ def test_confirm_says_when_no_turn_started(ws: Workspace, tmux: Tmux, tmp_path: 
     assert proc.returncode == 1
     doc = json.loads(proc.stdout)
     assert doc["delivered"] is False and doc["state_after"] in ("idle", "done") and doc["waited"] >= 2
-    assert "started no turn" in proc.stderr
+    assert doc["confirmation"] in ("no turn started: deaf is still idle", "no turn started: deaf is still done")
+    assert "the text may not have been taken: no turn started" in proc.stderr
     proc = send(ws, "deaf", "hello", "--enter", "--confirm", "2")
-    assert proc.returncode == 1 and "delivered: false" in proc.stdout
+    assert proc.returncode == 1 and "delivered: false (no turn started: deaf is still" in proc.stdout
     assert arrived(log, b"hello\rhello\r") == b"hello\rhello\r"  # typed all the same
     for bad in ("0", "-1", "nan", "4000"):
         proc = send(ws, "deaf", "x", "--confirm", bad)

@@ -110,7 +110,7 @@ def test_status_skill_examples(box: Agentbox) -> None:
     assert "proceed" in output_of(runs, "mam peek").lower()  # the question, read before it was answered
     assert "told: y" in box.screen("coder-1")  # the answer reached the agent
     sent, _, waited_text = output_of(runs, "mam send").partition("\n")
-    assert sent == "sent 1 characters to coder-1 and Enter"
+    assert sent == "sent 1 character to coder-1 and Enter"
     waited = json.loads(waited_text)
     hooks = output_of(runs, "mam hooks status")
     assert "claude" in hooks and "mam report" in hooks  # the status, then the diff install would make

@@ -166,6 +166,22 @@ def test_changes_start_from_a_baseline_and_ignore_one_unknown_poll() -> None:
     assert watched.step([session("a", None)]) == []  # --no-state: nothing to compare
 
 
+def test_an_agent_that_appears_reading_unknown_has_no_state_before_its_first() -> None:
+    """A row that appears since the baseline (a spawn: its screen not drawn yet reads unknown) changes `from`
+    null, as docs/json.md says, never from `unknown`; the baseline's own unknown is what it read."""
+    track = Changes()
+    assert track.step([session("a", "unknown")]) == []
+    assert track.step([session("a", "unknown"), session("new", "unknown")]) == []
+    told = track.step([session("a", "blocked"), session("new", "blocked")], now=0)
+    assert [(c["name"], c["from"], c["to"]) for c in told] == [("a", "unknown", "blocked"), ("new", None, "blocked")]
+    assert change_text(told[1]) == "00:00:00 new (tmux server s): new -> blocked: r: 'l'"
+    # Watched, unknown is a state like any other: the new row's first reading is told.
+    watched = Changes(["unknown", "blocked"])
+    watched.step([])
+    assert [(c["from"], c["to"]) for c in watched.step([session("b", "unknown")])] == [(None, "unknown")]
+    assert [(c["from"], c["to"]) for c in watched.step([session("b", "blocked")])] == [("unknown", "blocked")]
+
+
 def test_status_watch_repeats_the_table_and_json_lines_until_ctrl_c(ws: Workspace, tmux: Tmux) -> None:
     server = tmux.name()
     spawn(ws, "seen", server, "claude", "idle")

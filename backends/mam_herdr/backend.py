@@ -27,6 +27,7 @@ from mam.api import (
     parse_or_failure,
     poll_until,
     run,
+    sent_message,
 )
 
 EXECUTABLE = "herdr"
@@ -358,7 +359,7 @@ class HerdrBackend:
             result = run(_argv(server, *call), timeout=ctx.timeout, env=ctx.env)
             if result.returncode != 0 or result.stdout.strip() or result.stderr.strip():
                 return SendResult(False, f"herdr pane {call[1]} failed", failure=Failure(self.name, server, result))
-        return SendResult(True, f"sent {len(text)} characters to {agent.name}" + (" and Enter" if enter else ""))
+        return SendResult(True, sent_message("sent", text, agent.name, enter))
 
 
     def _prompt(self, server: str, agent: Agent, text: str, enter: bool, ctx: CallContext) -> SendResult:
@@ -375,7 +376,7 @@ class HerdrBackend:
         prompted = self._call(server, ["agent", "prompt", agent.pane_id, text], ctx, "agent_prompted")
         if isinstance(prompted, Failure):
             return SendResult(False, "herdr agent prompt failed; nothing was pasted", failure=prompted)
-        return SendResult(True, f"pasted {len(text)} characters to {agent.name} and Enter (herdr agent prompt)")
+        return SendResult(True, sent_message("pasted", text, agent.name, True) + " (herdr agent prompt)")
 
 
 # herdr takes these words for its own options wherever they stand before a `--` (src/session.rs, `--session`;

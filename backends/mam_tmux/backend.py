@@ -35,6 +35,7 @@ from mam.api import (
     poll_until,
     read_text,
     run,
+    sent_message,
 )
 from mam_tmux.plugin import MARKERS  # declared once, in the BackendSpec
 
@@ -690,4 +691,4 @@ class TmuxBackend:
             verb = "paste-buffer" if stdin is not None else "send-keys"
             return SendResult(False, f"tmux {verb} failed", failure=Failure(self.name, server, result))
         how = "pasted" if stdin is not None else "sent"
-        return SendResult(True, f"{how} {len(text)} characters to {agent.name}" + (" and Enter" if enter else ""))
+        return SendResult(True, sent_message(how, text, agent.name, enter))

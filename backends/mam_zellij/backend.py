@@ -30,6 +30,7 @@ from mam.api import (
     parse_or_failure,
     poll_until,
     run,
+    sent_message,
 )
 from mam_zellij.plugin import MARKERS  # declared once, in the BackendSpec
 
@@ -447,4 +448,4 @@ class ZellijBackend:
             result = self._run(["--session", server, "action", *call], timeout=ctx.timeout, env=ctx.env)
             if result.returncode != 0 or (result.stdout + result.stderr).strip():  # success is silent
                 return SendResult(False, f"zellij {call[0]} failed", failure=Failure(self.name, server, result))
-        return SendResult(True, f"sent {len(text)} characters to {agent.name}" + (" and Enter" if enter else ""))
+        return SendResult(True, sent_message("sent", text, agent.name, enter))

@@ -24,7 +24,12 @@ def _run(ctx: typer.Context, as_json: bool, agents: list[str] | None, step: Any)
     doc = {"schema": 1, "hooks": [c.as_json() for c in changes]}
     lines = []
     for change in changes:
-        lines.append(visible(f"{change.agent}: {change.file}: {change.message}"))
+        # status: its word first (installed, partial, absent, unreadable), as docs/cli.md names them
+        said = change.message
+        if change.action == "status" and change.state:
+            said = change.state if said.startswith("mam's hooks are") else f"{change.state}: {said}"
+        lines.append(visible(f"{change.agent}: {said} ({change.file})" if change.action == "status"
+                             else f"{change.agent}: {change.file}: {said}"))
         if change.diff and not call.json and change.action.startswith("would"):
             lines.extend(visible(line) for line in change.diff.rstrip("\n").split("\n"))
     emit(doc, call.json, "\n".join(lines))

@@ -103,8 +103,8 @@ def send(ctx: typer.Context,
              "--answer", metavar="TEXT", help="answer the question of a blocked agent (refused when it is not "
              "blocked); a prompt to a blocked agent is refused")] = None,
          confirm: Annotated[float | None, typer.Option(
-             "--confirm", metavar="SECONDS", help="wait this long for its turn to start (working or blocked); "
-             "exit 1 when it did not")] = None,
+             "--confirm", metavar="SECONDS", help="wait this long for the agent to show it took the text (a "
+             "prompt: a turn starts; an answer: the question goes); exit 1 when it did not or cannot tell")] = None,
          server: Server = None,
          host: HostFilter = None,
          as_json: Json = False) -> int:
@@ -131,13 +131,15 @@ def send(ctx: typer.Context,
     check_text(text, enter)
     doc = send_document(call.open(), name, text, enter, server, host, answer=answer is not None, confirm=confirm)
     said = visible(doc["message"])
-    if doc["delivered"] is not None:
-        said += f"\ndelivered: {'true' if doc['delivered'] else 'false'} ({doc['name']} is {doc['state_after']} " \
-                f"after {doc['waited']:g} s)"
+    if doc["confirmation"] is not None:
+        word = {True: "true", False: "false", None: "unconfirmed"}[doc["delivered"]]
+        said += f"\ndelivered: {word} ({visible(doc['confirmation'])}; after {doc['waited']:g} s)"
     emit(doc, call.json, None if call.json else said)
-    if doc["delivered"] is False:
-        sys.stderr.write(visible(f"mam: {doc['name']} started no turn within {confirm:g} s: the text may not have "
-                                 "been taken") + "\n")
+    if doc["confirmation"] is not None and doc["delivered"] is not True:
+        what = "the answer may not have been taken" if doc["answer"] else "the text may not have been taken"
+        if doc["delivered"] is None:
+            what = "it was typed, but cannot be confirmed"
+        sys.stderr.write(visible(f"mam: {what}: {doc['confirmation']}") + "\n")
         return 1
     return 0
 

@@ -99,13 +99,14 @@ def _status_watch(app: Any, as_json: bool, seconds: float, servers: Sequence[str
 
 def watch(ctx: typer.Context,
           interval: Annotated[float, typer.Option(
-              "--interval", metavar="SECONDS", help=f"read the states every SECONDS (default {DEFAULT_WATCH:g})")
-          ] = DEFAULT_WATCH,
+              "--interval", metavar="SECONDS", help=f"read the states every SECONDS (default {DEFAULT_WATCH:g})",
+              show_default=False)] = DEFAULT_WATCH,
           on: Annotated[str, typer.Option(
-              "--on", metavar="STATE[,STATE]", help="the states whose changes are told (default blocked,done)")
-          ] = "blocked,done",
+              "--on", metavar="STATE[,STATE]", help="the states whose changes are told (default blocked,done)",
+              show_default=False)] = "blocked,done",
           notify: Annotated[bool, typer.Option(
-              "--notify", help="a desktop notification (notify-send) per change; the terminal bell without it")
+              "--notify", help="a desktop notification (notify-send) per change; the terminal bell when notify-send "
+                                "is missing or fails")
           ] = False,
           command: Annotated[str | None, typer.Option(
               "--exec", metavar="CMD", help="run CMD (split into words, never by a shell) once per change, the "

@@ -67,9 +67,8 @@ def as_prompt(raw: str) -> str:
 
 
 # The states that show a prompt was taken (`--confirm`): a turn started, so the agent works, or asks something.
+# An answer was taken when the question is gone, whatever the agent does next (`agentstate.asks_nothing`).
 TURN_STARTED = ("working", "blocked")
-# The states that show an answer was taken: the question is gone, whatever the agent does next.
-ANSWERED = ("working", "idle", "done")
 
 
 def _looked(app: App, row: Row) -> tuple[Agent, dict[str, Any]]:
@@ -81,20 +80,10 @@ def _looked(app: App, row: Row) -> tuple[Agent, dict[str, Any]]:
     key = row.server_key
     outcomes, states = observe(app, [row])
     outcome = outcomes[key]
-    agent = listed_agent(app, row, outcome, "mam send", "mam never starts it to send text", _bring_back(row))
+    agent = listed_agent(app, row, outcome, "mam send")
     entry = session_entry(row, outcome)
     add_state(entry, outcome, states.get(key, {}))
     return agent, entry
-
-
-def _bring_back(row: Row) -> str:
-    """What to do about an agent that is not running: start it again where it was (its server with it)."""
-    from mam.restoreplan import row_spec
-
-    if row_spec(row) is None:  # adopted, or written by hand: restore has nothing to start it from
-        return (f"`mam --backend {row.backend} spawn {row.name} --server {row.server} ...` starts it again (its "
-                "row keeps no launch spec for `mam restore`)")
-    return f"`mam restore {row.name}` starts it again from its launch spec (`--dry-run` shows how)"
 
 
 def question_of(entry: dict[str, Any]) -> str:
@@ -118,7 +107,7 @@ def send_document(app: App, name: str, text: str, enter: bool, server: str | Non
                   host: str | None = None, answer: bool = False, confirm: float | None = None) -> dict[str, Any]:
     """Type `text` (and Enter) into agent `name`'s pane. Its state is read first: a prompt to a `blocked` agent
     is refused (it would land in the question's dialog), and `answer` (--answer) is sent only to a blocked
-    one. `confirm` waits that long for a turn to start (working or blocked) and says whether it did."""
+    one. `confirm` waits that long for the agent to show it took the text (`_confirmed`) and says what it saw."""
     check_text(text, enter)
     check_confirm(confirm)
     row = _row(app, name, server, host)
@@ -145,29 +134,67 @@ def send_document(app: App, name: str, text: str, enter: bool, server: str | Non
         "schema": 1, "name": row.name, "backend": row.backend, "server": row.server, "host": row.host,
         "pane_id": agent.pane_id, "characters": len(text), "lines": text.count("\n") + 1 if text else 0,
         "enter": enter, "answer": answer, "state_before": state, "message": result.message,
-        "delivered": None, "state_after": None, "waited": None}
+        "delivered": None, "state_after": None, "waited": None, "confirmation": None}
     if confirm is not None:
-        doc.update(_confirmed(app, row, confirm, ANSWERED if answer else TURN_STARTED))
+        doc.update(_confirmed(app, row, confirm, entry, answer))
     return doc
 
 
-def _confirmed(app: App, row: Row, confirm: float, taken: Sequence[str]) -> dict[str, Any]:
-    """Poll the agent's state until it shows the text was taken (one of `taken`: a prompt started a turn, an
-    answer closed the question), at most `confirm` seconds: `delivered` says whether it did."""
+def _working(entry: dict[str, Any]) -> bool:
+    """Whether the agent was in a turn: `working`, or a working screen gone stale (`unknown`)."""
+    from mam.agentstate import STALE
+
+    fact = (entry.get("evidence") or {}).get("fact") or ""
+    return entry["state"] == "working" or (entry["state"] == "unknown" and fact.startswith(STALE))
+
+
+def _confirmed(app: App, row: Row, confirm: float, before: dict[str, Any], answer: bool) -> dict[str, Any]:
+    """Poll the agent's state until it shows the text was taken, at most `confirm` seconds: `delivered` says
+    whether it did, `confirmation` what mam saw. A prompt was taken when a turn started (working or blocked); an
+    answer when the question is gone (`asks_nothing`). A prompt to an agent already in a turn is looked at once
+    and is neither: no state of it can show that it took the text (delivered null)."""
+    from mam.agentstate import asks_nothing
+
     start = time.monotonic()
     limit = app.timeout
+    unsure = not answer and _working(before)
     try:
         while True:
             # No look outlasts the time left (at least MIN_CALL, so that a call can answer at all).
             app.timeout = min(limit, max(MIN_CALL, confirm - (time.monotonic() - start)))
             entry = _poll(app, [row])[0][0]
             waited = round(time.monotonic() - start, 3)
-            delivered = entry["state"] in taken
-            if delivered or waited >= confirm or entry["live"] == "absent":
-                return {"delivered": delivered, "state_after": entry["state"], "waited": waited}
+            delivered = asks_nothing(entry) if answer else entry["state"] in TURN_STARTED
+            if unsure or delivered or waited >= confirm or entry["live"] == "absent":
+                return {"delivered": None if unsure else delivered, "state_after": entry["state"],
+                        "waited": waited, "confirmation": _seen(row.name, before, entry, answer, unsure, delivered)}
             time.sleep(min(POLL_INTERVAL, max(0.0, confirm - waited)))
     finally:
         app.timeout = limit
+
+
+def _seen(name: str, before: dict[str, Any], after: dict[str, Any], answer: bool, unsure: bool,
+          delivered: bool) -> str:
+    """What the last look showed, in words: why `delivered` is true, false or null."""
+    from mam.render import visible
+
+    now = after["state"]
+    fact = (after.get("evidence") or {}).get("fact")
+    why = f" ({visible(fact)})" if now == "unknown" and fact else ""
+    if unsure:
+        return (f"{name} was already {before['state']} when the text was sent: no state of it can show whether "
+                f"it took the text (it is {now}{why} now)")
+    if after["live"] == "absent":
+        return f"{name} is no longer running"
+    if answer:
+        if delivered:
+            return f"the question is gone: {name} is {now}{why}"
+        if now == "blocked":
+            return f"{name} still asks {question_of(after)}"
+        return f"{name} is {now}{why}: mam cannot tell whether the question is still there"
+    if delivered:
+        return f"a turn started: {name} was {before['state']} and is {now}"
+    return f"no turn started: {name} is still {now}{why}"
 
 
 def _poll(app: App, rows: Sequence[Row]) -> list[tuple[dict[str, Any], ServerOutcome | None]]:
@@ -194,12 +221,12 @@ def check_timeout(timeout: float | None) -> None:
 def _gone(app: App, row: Row, outcome: ServerOutcome | None, entry: dict[str, Any]) -> MamError | None:
     """Why agent `row` can never reach a state but `unknown`: its server is down, or up without it. A backend
     binary that is missing is raised at once (exit 3)."""
+    from mam.rows import not_running
+
     if outcome is not None and outcome.state is ServerState.DOWN:
-        return MamError("operation_failed", f"{row.backend} server {row.server} is down; mam wait never starts it",
-                        hint=_bring_back(row))
+        return not_running(row, f"{row.backend} server {row.server} is down; mam wait never starts it")
     if entry["live"] == "absent":
-        return MamError("operation_failed", f"{row.name} is not running on {row.backend} server {row.server}",
-                        hint=_bring_back(row))
+        return not_running(row, f"{row.name} is not running on {row.backend} server {row.server}")
     if outcome is not None and outcome.error is not None and outcome.error.kind is ErrorKind.NOT_INSTALLED:
         require_binary(app, ErrorKind.NOT_INSTALLED, "mam wait needs it", row.backend, of_row=True)
     return None

@@ -16,6 +16,15 @@ def first_line(text: str, *, strip: bool = True) -> str:
     return next((line.strip() if strip else line for line in text.splitlines() if line.strip()), "")
 
 
+def sent_message(how: str, text: str, name: str | None, enter: bool) -> str:
+    """What a send did, in words, for `SendResult.message`: `sent 1 character to fixer and Enter`, `pasted 44
+    characters to fixer`, `sent Enter to fixer`. `how` is the verb (`sent`, `pasted`)."""
+    if not text:
+        return f"sent Enter to {name}" if enter else f"sent nothing to {name}"
+    count = len(text)
+    return f"{how} {count} character{'' if count == 1 else 's'} to {name}" + (" and Enter" if enter else "")
+
+
 def poll_until(check: Callable[[], T | None], *, wait: float, interval: float = 0.05) -> T | None:
     """Call `check` until it returns something other than None, at most `wait` seconds (always at least once);
     None when the time ran out. For a bootstrap waiting until its new server answers."""

@@ -23,6 +23,7 @@ from mam.api import (
     parse_or_failure,
     poll_until,
     run,
+    sent_message,
 )
 
 KEEPALIVE = "_keepalive"  # the session bootstrap starts to keep the server up: never listed as an agent
@@ -126,7 +127,7 @@ class MiniTmuxBackend:
             result = run(tmux(server, *call), timeout=ctx.timeout, env=ctx.env)
             if result.returncode != 0:
                 return SendResult(False, "tmux send-keys failed", failure=Failure(self.name, server, result))
-        return SendResult(True, f"sent {len(text)} characters to {agent.name}")
+        return SendResult(True, sent_message("sent", text, agent.name, enter))
 
     def capture_panes(self, server: str, agents: tuple[Agent, ...],
                       ctx: CallContext) -> Mapping[str, PaneCapture] | Failure:
