@@ -37,10 +37,14 @@ class Change:
     message: str
     diff: str | None = None
     state: str | None = None  # status only: installed, partial, absent, unreadable
+    details: dict[str, object] | None = None  # status only: what else the kind says of them (Codex: switch, trust)
 
     def as_json(self) -> dict[str, object]:
-        return {"agent": self.agent, "file": self.file, "action": self.action, "state": self.state,
-                "message": self.message, "diff": self.diff}
+        doc: dict[str, object] = {"agent": self.agent, "file": self.file, "action": self.action,
+                                  "state": self.state, "message": self.message, "diff": self.diff}
+        if self.details is not None:
+            doc["details"] = self.details
+        return doc
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,8 @@ class KindFile:
     add: Callable[[str | None], str]  # the file's text (None: no file) with mam's entries, which must be new
     remove: Callable[[str], str | None]  # the text without them (None: nothing would be left: no file)
     count: Callable[[str], tuple[int, int]]  # (mam's entries found, mam's entries a full install has)
+    # status only: (words added to its message, details) from the file's text (None: no file) and the environment
+    notes: Callable[[str | None, Mapping[str, str]], tuple[str, dict[str, object]]] | None = None
 
 
 def home(env: Mapping[str, str]) -> Path:
@@ -67,15 +73,16 @@ def read(path: Path) -> str | None:
     return read_text(path, path, MAX_FILE, "settings file")
 
 
-def write(path: Path, text: str | None) -> None:
-    """Replace `path` whole with `text` (None: remove it), keeping its mode."""
+def write(path: Path, text: str | None, like: Path | None = None) -> None:
+    """Replace `path` whole with `text` (None: remove it), keeping its mode (that of `like`, where given: a backup
+    is as readable as the file it keeps)."""
     from mam.safefile import open_folder, replace_in
 
     if text is None:
         path.unlink(missing_ok=True)
         return
     try:
-        mode = path.stat().st_mode & 0o7777
+        mode = (like or path).stat().st_mode & 0o7777
     except FileNotFoundError:
         mode = 0o644
     folder = open_folder(path.parent, "settings folder")
