@@ -8,7 +8,7 @@
   source (openai/codex, codex-rs): the file is `hooks.json` in each config folder
   (hooks/src/engine/discovery.rs); the events are those of `HOOK_EVENT_NAMES` (hooks/src/lib.rs), of which mam
   takes SessionStart, UserPromptSubmit, PostToolUse, PermissionRequest and Stop; they run when the feature
-  `hooks` is on (`Feature::CodexHooks`, features/src/lib.rs: stable and on by default in current builds; its
+  `hooks` is on (`Feature::CodexHooks`, features/src/lib.rs: stable and on by default in the source read; its
   older key `codex_hooks` is an alias, features/src/legacy.rs), which mam reports and never switches; and the
   user's trust in each hook is kept in config.toml as `[hooks.state."<file>:<event>:<group>:<handler>"]`
   with `trusted_hash` and `enabled` (hook_key in hooks/src/lib.rs, hooks/src/config_rules.rs), which status
@@ -124,12 +124,12 @@ def notes(text: str | None, env: Mapping[str, str]) -> tuple[str, dict[str, obje
     toml_text = read(config(env))
     settings = _parse(toml_text) if toml_text is not None else {}
     on = switch(settings)
-    details: dict[str, object] = {"feature": on}
+    details: dict[str, object] = {"feature": on, "of": 0, "trusted": 0, "disabled": 0}
     words = {"off": "; Codex's hooks are switched off in config.toml ([features] hooks = false): they do not run "
                     "(mam leaves that switch to you)",
              "on": "; Codex's hooks are switched on in config.toml ([features])",
-             "default": "; config.toml does not set [features] hooks: on by default in current Codex, off in "
-                        "builds from before they were stable"}[on]
+             "default": "; config.toml does not set [features] hooks: Codex's default applies (on, in the "
+                        "source mam was checked against)"}[on]
     if text is not None:
         count_, trusted, disabled = trust(text, hooks_json(env), settings)
         details.update({"trusted": trusted, "disabled": disabled, "of": count_})

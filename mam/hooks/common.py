@@ -40,11 +40,8 @@ class Change:
     details: dict[str, object] | None = None  # status only: what else the kind says of them (Codex: switch, trust)
 
     def as_json(self) -> dict[str, object]:
-        doc: dict[str, object] = {"agent": self.agent, "file": self.file, "action": self.action,
-                                  "state": self.state, "message": self.message, "diff": self.diff}
-        if self.details is not None:
-            doc["details"] = self.details
-        return doc
+        return {"agent": self.agent, "file": self.file, "action": self.action, "state": self.state,
+                "message": self.message, "diff": self.diff, "details": self.details}
 
 
 @dataclass(frozen=True)
