@@ -134,7 +134,7 @@ def notes(text: str | None, env: Mapping[str, str]) -> tuple[str, dict[str, obje
         count_, trusted, disabled = trust(text, hooks_json(env), settings)
         details.update({"trusted": trusted, "disabled": disabled, "of": count_})
         if count_:
-            words += (f"; trust recorded in config.toml for {trusted} of mam's {count_} (Codex asks in its /hooks; "
+            words += (f"; trust recorded in config.toml for {trusted} of mam's {count_} (the user gives it in Codex; "
                       "mam does not check the hash)")
             if disabled:
                 words += f"; {disabled} disabled there"
