@@ -23,6 +23,12 @@ FOLDER = "reports"
 PANE_SUFFIXES = ("_PANE", "_PANE_ID")
 MAX_ANCESTORS = 16  # a hook runs a few processes below the agent (its shell, a wrapper): enough to reach the pane's
 SCHEMA = 1
+# What an agent writes on the hook's stdin (Claude Code's and Codex's event as JSON) is read and dropped: a hook that
+# leaves it unread can hold the agent, whose write waits once the pipe is full. Bounded in size, in silence (a stdin
+# held open but never written to) and in all.
+DRAIN_MAX = 16 * 1024 * 1024
+DRAIN_IDLE = 0.5  # seconds without a byte: the agent has said all it will
+DRAIN_TOTAL = 5.0  # seconds in all, however slowly it writes
 
 
 def ancestors(start: int | None = None) -> list[int]:
@@ -79,9 +85,46 @@ def write(workspace: str, agent: str, document: dict[str, object]) -> None:
         os.close(dot_mam)
 
 
+def drain(fd: int = 0, limit: int = DRAIN_MAX, idle: float = DRAIN_IDLE, total: float = DRAIN_TOTAL) -> int:
+    """Read `fd` (stdin) to its end and drop it: until EOF, `limit` bytes, `idle` seconds with nothing to read or
+    `total` seconds. A terminal, or no stdin at all, is left alone. The bytes read."""
+    try:
+        if os.isatty(fd):
+            return 0
+    except OSError:
+        return 0
+    import select
+
+    got = 0
+    end = time.monotonic() + total
+    while got < limit:
+        wait = min(idle, end - time.monotonic())
+        if wait <= 0:
+            break
+        try:
+            ready, _, _ = select.select([fd], [], [], wait)
+            if not ready:
+                break
+            chunk = os.read(fd, min(1 << 16, limit - got))
+        except (OSError, ValueError):
+            break
+        if not chunk:
+            break
+        got += len(chunk)
+    return got
+
+
 def main(args: list[str]) -> int:
     """`mam report STATE [WORDS...]`: words after STATE are what the agent appends (Codex's notify adds its
-    event as JSON) and are ignored."""
+    event as JSON) and are ignored, as is its stdin (Claude Code's and Codex's hooks write the event there),
+    which is read to its end after the report is written (drain)."""
+    try:
+        return _report(args)
+    finally:
+        drain()
+
+
+def _report(args: list[str]) -> int:
     if not args or args[0] not in STATES:
         got = repr(args[0][:40]) if args else "nothing"
         sys.stderr.write(f"mam: report takes a state: {', '.join(STATES)} (got {got})\n")

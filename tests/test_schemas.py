@@ -269,8 +269,11 @@ def test_hooks_install_status_uninstall(ws: Workspace) -> None:
     claude.mkdir()
     (claude / "settings.json").write_text('{"model": "opus"}\n')
     assert checked(ws, "hooks install", "--dry-run")["hooks"][0]["action"] == "would install"
-    assert [h["action"] for h in checked(ws, "hooks install")["hooks"]] == ["installed", "skipped", "skipped"]
-    assert checked(ws, "hooks status")["hooks"][0]["state"] == "installed"
+    assert [h["action"] for h in checked(ws, "hooks install")["hooks"]] == ["installed", "skipped", "skipped",
+                                                                          "skipped"]
+    status = checked(ws, "hooks status")["hooks"]
+    assert status[0]["state"] == "installed"
+    assert status[2]["file"].endswith("hooks.json") and status[2]["details"]["feature"] == "default"
     (claude / "settings.json").write_text("{not json")
     assert checked(ws, "hooks uninstall", "--agent", "claude", expect=1)["hooks"][0]["action"] == "refused"
 

@@ -11,7 +11,8 @@ from mam.cli.context import begin, emit
 from mam.cli.options import Json
 
 Agents = Annotated[list[str] | None, typer.Option(
-    "--agent", metavar="KIND", help="only this kind: claude, codex or gemini (repeatable; default: all three)")]
+    "--agent", metavar="KIND", help="only this kind: claude, codex (config.toml's notify and hooks.json) or gemini "
+    "(repeatable; default: all three)")]
 DryRun = Annotated[bool, typer.Option("--dry-run", help="show the diff, change nothing")]
 
 

@@ -2,7 +2,7 @@
 `mam report STATE` (mam.report), so that the agent says its own state (docs/hooks.md).
 
 One module per kind with a hook configuration (claude, gemini: settings.json hooks; codex: config.toml's
-`notify`). Every edit merges into the user's file, keeps a backup, refuses a file it cannot parse, and
+`notify` and hooks.json). Every edit merges into the user's file, keeps a backup, refuses a file it cannot parse, and
 uninstall takes out mam's entries only: install then uninstall leaves the file as it was, byte for byte.
 """
 
@@ -20,10 +20,11 @@ WITHOUT_HOOKS = {
 }
 
 
-def kinds() -> dict[str, KindFile]:
+def kinds() -> dict[str, list[KindFile]]:
+    """Each kind's hook files (Codex has two: config.toml's `notify` and hooks.json)."""
     from mam.hooks import claude, codex, gemini
 
-    return {"claude": claude.KIND, "codex": codex.KIND, "gemini": gemini.KIND}
+    return {"claude": [claude.KIND], "codex": [codex.KIND, codex.HOOKS], "gemini": [gemini.KIND]}
 
 
 __all__ = ["WITHOUT_HOOKS", "Change", "KindFile", "kinds"]

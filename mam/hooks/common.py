@@ -37,10 +37,11 @@ class Change:
     message: str
     diff: str | None = None
     state: str | None = None  # status only: installed, partial, absent, unreadable
+    details: dict[str, object] | None = None  # status only: what else the kind says of them (Codex: switch, trust)
 
     def as_json(self) -> dict[str, object]:
         return {"agent": self.agent, "file": self.file, "action": self.action, "state": self.state,
-                "message": self.message, "diff": self.diff}
+                "message": self.message, "diff": self.diff, "details": self.details}
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,8 @@ class KindFile:
     add: Callable[[str | None], str]  # the file's text (None: no file) with mam's entries, which must be new
     remove: Callable[[str], str | None]  # the text without them (None: nothing would be left: no file)
     count: Callable[[str], tuple[int, int]]  # (mam's entries found, mam's entries a full install has)
+    # status only: (words added to its message, details) from the file's text (None: no file) and the environment
+    notes: Callable[[str | None, Mapping[str, str]], tuple[str, dict[str, object]]] | None = None
 
 
 def home(env: Mapping[str, str]) -> Path:

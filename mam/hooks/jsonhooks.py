@@ -14,6 +14,8 @@ from typing import Any
 
 from mam.hooks.common import KindFile, Unparsable, command, is_ours
 
+Notes = Callable[[str | None, Mapping[str, str]], tuple[str, dict[str, object]]]
+
 Event = tuple[str, str | None, str]  # the event, its matcher (None: none), the state mam reports on it
 
 
@@ -64,8 +66,15 @@ def _ours(events: list[Event], extra: Callable[[str, str], dict[str, Any]]) -> d
     return out
 
 
+def groups_of_ours(text: str) -> list[tuple[str, int, int]]:
+    """Where mam's commands are: (event, its group's index, the command's index in the group)."""
+    hooks = _parse(text).get("hooks", {})
+    return [(event, g, h) for event, groups in hooks.items() for g, group in enumerate(groups)
+            if _group_is_ours(group) for h in range(len(group["hooks"]))]
+
+
 def make(agent: str, path: Callable[[Mapping[str, str]], Path], events: list[Event],
-         extra: Callable[[str, str], dict[str, Any]] = lambda event, state: {}) -> KindFile:
+         extra: Callable[[str, str], dict[str, Any]] = lambda event, state: {}, notes: Notes | None = None) -> KindFile:
     def add(text: str | None) -> str:
         data = _parse(text) if text is not None else {}
         hooks = data.setdefault("hooks", {})
@@ -92,4 +101,4 @@ def make(agent: str, path: Callable[[Mapping[str, str]], Path], events: list[Eve
         found = sum(1 for groups in hooks.values() for g in groups if _group_is_ours(g))
         return found, len(events)
 
-    return KindFile(agent, path, add, remove, count)
+    return KindFile(agent, path, add, remove, count, notes)

@@ -88,18 +88,28 @@ def _same(kind: KindFile, saved: str, new: str) -> bool:
 
 def status(kind: KindFile, env: Mapping[str, str]) -> Change:
     path = kind.path(env)
+    text: str | None = None
     try:
         text = read(path)
         if text is None:
-            return Change(kind.agent, str(path), "status", "no settings file", state="absent")
-        found, full = kind.count(text)
+            state, message = "absent", "no settings file"
+        else:
+            found, full = kind.count(text)
+            state = "installed" if found == full else "partial" if found else "absent"
+            message = {"installed": "mam's hooks are installed",
+                       "partial": f"{found} of mam's {full} hooks are installed",
+                       "absent": "mam's hooks are not installed"}[state]
     except (Unparsable, MamError) as exc:
-        message = exc.message if isinstance(exc, MamError) else str(exc)
-        return Change(kind.agent, str(path), "status", f"cannot parse it: {message}", state="unreadable")
-    state = "installed" if found == full else "partial" if found else "absent"
-    words = {"installed": "mam's hooks are installed", "partial": f"{found} of mam's {full} hooks are installed",
-             "absent": "mam's hooks are not installed"}
-    return Change(kind.agent, str(path), "status", words[state], state=state)
+        reason = exc.message if isinstance(exc, MamError) else str(exc)
+        state, message, text = "unreadable", f"cannot parse it: {reason}", None
+    details = None
+    if kind.notes is not None and state != "unreadable":
+        try:
+            words, details = kind.notes(text, env)
+        except (Unparsable, MamError) as exc:  # the notes read another file (Codex: config.toml)
+            words, details = f"; {exc.message if isinstance(exc, MamError) else exc}", None
+        message += words
+    return Change(kind.agent, str(path), "status", message, state=state, details=details)
 
 
 def chosen(agents: Sequence[str]) -> list[KindFile]:
@@ -115,4 +125,5 @@ def chosen(agents: Sequence[str]) -> list[KindFile]:
         if word not in known:
             raise MamError("usage", f"--agent {word[:40]!r}: not a kind mam knows hooks for",
                            hint=f"kinds with hooks: {', '.join(known)}")
-    return [known[w] for w in dict.fromkeys(words)] if words else list(known.values())
+    names = list(dict.fromkeys(words)) if words else list(known)
+    return [kind for name in names for kind in known[name]]

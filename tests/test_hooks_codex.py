@@ -1,0 +1,211 @@
+"""Codex's lifecycle hooks (~/.codex/hooks.json) beside its `notify`: install merges, uninstall takes out mam's only,
+status says the feature switch and the trust recorded in config.toml; and `mam report` reads the event an agent
+writes on its stdin, within its bounds."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from conftest import Workspace
+
+# A user's own hooks.json (Codex's shape: Claude Code's), written by hand.
+HOOKS = """{
+  "hooks": {
+    "Stop": [
+      {"hooks": [{"type": "command", "command": "notify-send 'Codex is done'", "timeout": 5}]}
+    ],
+    "PreToolUse": [
+      {"matcher": "^Bash$", "hooks": [{"type": "command", "command": "python3 ~/guard.py"}]}
+    ]
+  }
+}
+"""
+CONFIG = """model = "gpt-5-codex"
+
+[features]
+hooks = false
+"""
+EXPECTED = {"SessionStart": "idle", "UserPromptSubmit": "working", "PostToolUse": "working",
+            "PermissionRequest": "blocked", "Stop": "idle"}
+
+
+def codex(ws: Workspace) -> Path:
+    folder = Path(ws.env["HOME"]) / ".codex"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def ours(text: str) -> dict[str, str]:
+    data = json.loads(text)
+    return {event: h["command"].split()[-1] for event, groups in data["hooks"].items() for g in groups
+            for h in g["hooks"] if h["command"].startswith("mam report ")}
+
+
+def codex_status(ws: Workspace) -> list[dict[str, object]]:
+    return list(ws.mam_json("hooks", "status", "--agent", "codex")["hooks"])
+
+
+def test_install_merges_hooks_json_keeps_notify_and_uninstall_restores_it(ws: Workspace) -> None:
+    folder = codex(ws)
+    hooks = folder / "hooks.json"
+    hooks.write_text(HOOKS)
+    hooks.chmod(0o600)
+    before = hooks.read_bytes()
+    proc = ws.mam("hooks", "install", "--agent", "codex")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert ours(hooks.read_text()) == EXPECTED
+    data = json.loads(hooks.read_text())
+    own = json.loads(HOOKS)["hooks"]
+    assert data["hooks"]["Stop"][0] == own["Stop"][0] and data["hooks"]["PreToolUse"] == own["PreToolUse"]
+    assert all(len(g["hooks"]) == 1 for groups in data["hooks"].values() for g in groups)  # own groups
+    assert "notify" in (folder / "config.toml").read_text()  # the notify is kept beside
+    backup = folder / "hooks.json.mam-backup"
+    assert backup.read_bytes() == before
+    assert stat.S_IMODE(backup.stat().st_mode) == 0o600 == stat.S_IMODE(hooks.stat().st_mode)
+    assert [s["state"] for s in codex_status(ws)] == ["installed", "installed"]
+    again = ws.mam("hooks", "install", "--agent", "codex")
+    assert again.returncode == 0 and again.stdout.count("already installed") == 2
+    # The user adds a hook of their own after the install: uninstall keeps it.
+    data["hooks"]["PostToolUse"].insert(0, {"matcher": "Edit", "hooks": [{"type": "command", "command": "fmt"}]})
+    hooks.write_text(json.dumps(data, indent=2) + "\n")
+    assert ws.mam("hooks", "uninstall", "--agent", "codex").returncode == 0
+    left = json.loads(hooks.read_text())
+    assert ours(hooks.read_text()) == {}
+    assert left["hooks"]["PostToolUse"] == [{"matcher": "Edit", "hooks": [{"type": "command", "command": "fmt"}]}]
+    assert left["hooks"]["Stop"] == own["Stop"] and left["hooks"]["PreToolUse"] == own["PreToolUse"]
+    assert not (folder / "config.toml").exists()  # mam made it: gone again
+
+
+def test_install_then_uninstall_is_byte_for_byte(ws: Workspace) -> None:
+    folder = codex(ws)
+    (folder / "hooks.json").write_text(HOOKS)
+    (folder / "config.toml").write_text(CONFIG)
+    assert ws.mam("hooks", "install").returncode == 0  # no --agent: ~/.codex is there
+    assert ws.mam("hooks", "uninstall", "--agent", "codex").returncode == 0
+    assert (folder / "hooks.json").read_text() == HOOKS and (folder / "config.toml").read_text() == CONFIG
+    assert not (folder / "hooks.json.mam-backup").exists()
+
+
+def test_dry_run_shows_the_hooks_json_diff_and_writes_nothing(ws: Workspace) -> None:
+    folder = codex(ws)
+    (folder / "hooks.json").write_text(HOOKS)
+    proc = ws.mam("hooks", "install", "--agent", "codex", "--dry-run")
+    assert proc.returncode == 0, proc.stderr
+    assert '"PermissionRequest": [' in proc.stdout and '"command": "mam report blocked"' in proc.stdout
+    assert f"+++ {folder / 'hooks.json'}" in proc.stdout
+    assert (folder / "hooks.json").read_text() == HOOKS and not (folder / "config.toml").exists()
+    assert not (folder / "hooks.json.mam-backup").exists()
+
+
+def test_an_unparsable_hooks_json_is_refused_in_one_line(ws: Workspace) -> None:
+    folder = codex(ws)
+    broken = b'{"hooks": {"Stop": [}\n'
+    (folder / "hooks.json").write_bytes(broken)
+    proc = ws.mam("hooks", "install", "--agent", "codex")
+    assert proc.returncode == 1
+    refused = [line for line in proc.stdout.splitlines() if "hooks.json" in line]
+    assert len(refused) == 1 and "cannot parse" in refused[0]
+    assert (folder / "hooks.json").read_bytes() == broken and not (folder / "hooks.json.mam-backup").exists()
+    assert "notify" in (folder / "config.toml").read_text()  # the other file went on
+    for shape in (b'[1, 2]\n', b'{"hooks": {"Stop": {"hooks": []}}}\n'):
+        (folder / "hooks.json").write_bytes(shape)
+        assert ws.mam("hooks", "install", "--agent", "codex").returncode == 1
+        assert (folder / "hooks.json").read_bytes() == shape
+    assert codex_status(ws)[1]["state"] == "unreadable"
+
+
+def test_status_reports_the_feature_switch_and_never_turns_it_on(ws: Workspace) -> None:
+    folder = codex(ws)
+    (folder / "config.toml").write_text(CONFIG)
+    assert ws.mam("hooks", "install", "--agent", "codex").returncode == 0
+    toml = (folder / "config.toml").read_text()
+    assert toml.endswith(CONFIG) and "hooks = false" in toml  # untouched but for notify's two lines
+    entry = codex_status(ws)[1]
+    assert entry["details"] == {"feature": "off", "trusted": 0, "disabled": 0, "of": 5}
+    assert "switched off" in str(entry["message"])
+    text = ws.mam("hooks", "status", "--agent", "codex").stdout
+    assert "hooks.json: mam's hooks are installed; Codex's hooks are switched off" in text
+    (folder / "config.toml").write_text(toml.replace("hooks = false", "codex_hooks = true"))
+    assert codex_status(ws)[1]["details"]["feature"] == "on"  # type: ignore[index]
+    (folder / "config.toml").write_text(toml.replace("[features]\nhooks = false\n", ""))
+    assert codex_status(ws)[1]["details"]["feature"] == "default"  # type: ignore[index]
+
+
+def test_status_reads_the_trust_recorded_in_config_toml(ws: Workspace) -> None:
+    folder = codex(ws)
+    hooks = folder / "hooks.json"
+    hooks.write_text(HOOKS)
+    assert ws.mam("hooks", "install", "--agent", "codex").returncode == 0
+    # mam's Stop group comes after the user's (index 1); its others are alone in their event (index 0).
+    key = f"{hooks}"
+    trust = (f'\n[hooks.state."{key}:stop:1:0"]\ntrusted_hash = "sha256:aa"\n'
+             f'[hooks.state."{key}:permission_request:0:0"]\ntrusted_hash = "sha256:bb"\nenabled = false\n'
+             f'[hooks.state."{key}:stop:0:0"]\ntrusted_hash = "sha256:the-users-own"\n'
+             f'[hooks.state."/elsewhere/hooks.json:session_start:0:0"]\ntrusted_hash = "sha256:cc"\n')
+    with open(folder / "config.toml", "a") as handle:
+        handle.write(trust)
+    entry = codex_status(ws)[1]
+    assert entry["details"] == {"feature": "default", "trusted": 2, "disabled": 1, "of": 5}
+    assert "trust recorded in config.toml for 2 of mam's 5" in str(entry["message"])
+    assert "1 disabled" in str(entry["message"])
+
+
+def report(ws: Workspace, stdin: bytes | None, *, hold: bool = False) -> tuple[subprocess.CompletedProcess[bytes],
+                                                                              float]:
+    """`mam report idle` as an agent's hook: `stdin` written on a pipe (None: /dev/null), which is kept open until
+    it exits when `hold`. The process and how long it took."""
+    env = {**{k: v for k, v in ws.env.items() if k != "TMUX_PANE"}, "MAM_AGENT": "fixer"}
+    start = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "mam", "report", "idle"], env=env, cwd=ws.root,
+                            stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if stdin is not None:
+        assert proc.stdin is not None
+        proc.stdin.write(stdin)  # blocks past the pipe's buffer unless mam reads it
+        proc.stdin.flush()
+        if hold:
+            proc.wait(timeout=10)
+        proc.stdin.close()
+        proc.stdin = None
+    out, err = proc.communicate(timeout=30)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err), time.monotonic() - start
+
+
+def test_report_reads_its_stdin_to_the_end(ws: Workspace) -> None:
+    event = json.dumps({"hook_event_name": "Stop", "pad": "x" * 2_000_000}).encode()  # far past a pipe's buffer
+    proc, _ = report(ws, event)
+    assert proc.returncode == 0 and proc.stderr == b""
+    assert json.loads((ws.root / ".mam" / "reports" / "fixer.json").read_text())["state"] == "idle"
+    proc, _ = report(ws, None)  # nothing on stdin
+    assert proc.returncode == 0
+
+
+def test_report_drain_is_bounded(ws: Workspace, tmp_path: Path) -> None:
+    from mam.report import drain
+
+    # A stdin held open and silent: it stops after the idle time (0.5 s), having written the report first.
+    proc, took = report(ws, b'{"hook_event_name": "Stop"}', hold=True)
+    assert proc.returncode == 0 and 0.5 <= took < 5, took
+    assert (ws.root / ".mam" / "reports" / "fixer.json").exists()
+    read_fd, write_fd = os.pipe()
+    try:
+        os.write(write_fd, b"abc")
+        start = time.monotonic()
+        assert drain(read_fd, idle=0.2) == 3
+        assert 0.15 <= time.monotonic() - start < 2
+        os.write(write_fd, b"x" * 1000)
+        assert drain(read_fd, limit=100, idle=0.2) == 100  # the size bound
+    finally:
+        os.close(read_fd)
+        os.close(write_fd)
+    big = tmp_path / "big"
+    big.write_bytes(b"y" * 5000)
+    with open(big, "rb") as handle:
+        assert drain(handle.fileno()) == 5000  # a file: to its end, no wait
+    assert drain(999) == 0  # no such descriptor
