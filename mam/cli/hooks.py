@@ -28,7 +28,9 @@ def _run(ctx: typer.Context, as_json: bool, agents: list[str] | None, step: Any)
         # status: its word first (installed, partial, absent, unreadable), as docs/cli.md names them
         said = change.message
         if change.action == "status" and change.state:
-            said = change.state if said.startswith("mam's hooks are") else f"{change.state}: {said}"
+            plain = ("mam's hooks are installed", "mam's hooks are not installed")
+            head = next((p for p in plain if said.startswith(p)), None)
+            said = change.state + said[len(head):] if head else f"{change.state}: {said}"
         lines.append(visible(f"{change.agent}: {said} ({change.file})" if change.action == "status"
                              else f"{change.agent}: {change.file}: {said}"))
         if change.diff and not call.json and change.action.startswith("would"):
