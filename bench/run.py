@@ -27,6 +27,7 @@ import remote_status
 import startup
 import state_status
 import tmux_status
+import top_refresh
 from common import median
 
 BENCH = Path(__file__).resolve().parent
@@ -165,6 +166,7 @@ def markdown(results: dict[str, Any], chart_line: str) -> str:
         "",
         *([state_status.section(results["state"])] if "state" in results else []),
         *([remote_status.section(results["remote"])] if "remote" in results else []),
+        *([top_refresh.section(results["top"])] if "top" in results else []),
     ]
     return "\n".join(out)
 
@@ -193,6 +195,8 @@ def main() -> None:
     results["herdr"] = herdr_status.measure(counts, 4, 0.05, runs or 7)
     print("agent state ...", file=sys.stderr)
     results["state"] = state_status.measure(2 if args.quick else 10, 5, runs or 10)
+    print("mam top ...", file=sys.stderr)
+    results["top"] = top_refresh.measure(2 if args.quick else 10, 5, runs or 10)
     if remote_status.available():
         print("remote hosts ...", file=sys.stderr)
         results["remote"] = remote_status.measure(2 if args.quick else 10, 4, runs or 10)

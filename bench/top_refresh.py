@@ -7,7 +7,7 @@ Per refresh: wall time (from asking to the last answer), the CPU time of the mam
 the CPU time of the tmux clients it ran (its children). The view itself only reads a snapshot under a lock and
 redraws; that is not measured here.
 
-Run: python3 bench/top_refresh.py [--servers 10] [--agents 5] [--runs 10].
+Run: python3 bench/top_refresh.py [--servers 10] [--agents 5] [--runs 10] [--write].
 """
 
 from __future__ import annotations
@@ -63,21 +63,72 @@ def measure(servers: int = 10, agents: int = 5, runs: int = 10) -> dict[str, Any
     return {"servers": servers, "agents": servers * agents, "top": top, "status_ms": status["mam status"]}
 
 
+HEADING = "## mam top, one refresh"
+
+
+def section(result: dict[str, Any], alone: bool = False) -> str:
+    """The RESULTS.md section: one refresh of the live view beside one whole `mam status` process."""
+    import datetime
+
+    top = result["top"]
+    note = [f"Measured alone by `python3 bench/top_refresh.py --write` on {datetime.date.today().isoformat()}; "
+            f"the machine's load average was {result.get('load', '?')} as it ended.", ""]
+    return "\n".join([
+        f"{HEADING} over {result['agents']} agents on {result['servers']} tmux servers "
+        f"(`bench/top_refresh.py`, {len(top['wall_ms'])} runs)",
+        "",
+        *(note if alone else []),
+        "| per refresh | median | min | max |",
+        "|---|---:|---:|---:|",
+        *(f"| {label} | {median(top[key]):.1f} ms | {min(top[key]):.1f} ms | {max(top[key]):.1f} ms |"
+          for label, key in (("wall", "wall_ms"), ("CPU of mam (every thread)", "cpu_ms"),
+                             ("CPU of the tmux calls", "children_cpu_ms"))),
+        f"| server calls | {median(top['calls']):.0f} | {min(top['calls']):.0f} | {max(top['calls']):.0f} |",
+        "",
+        f"Beside it, one whole `mam --backend tmux status --json` process over the same fleet: "
+        f"{median(result['status_ms']):.1f} ms wall (start-up included; the view pays start-up once).",
+        "",
+    ])
+
+
+def write(result: dict[str, Any]) -> None:
+    """This section into RESULTS.md (in place of an earlier one), the samples into results.json."""
+    import json
+
+    bench = Path(__file__).resolve().parent
+    path = bench / "RESULTS.md"
+    text = path.read_text() if path.exists() else "# Results\n"
+    if HEADING in text:
+        head, _, rest = text.partition(HEADING)
+        tail = rest.split("\n## ", 1)
+        text = head + section(result, True) + ("\n## " + tail[1] if len(tail) > 1 else "")
+    else:
+        text = text.rstrip("\n") + "\n\n" + section(result, True)
+    path.write_text(text)
+    data_path = bench / "results.json"
+    data = json.loads(data_path.read_text()) if data_path.exists() else {}
+    data["top"] = result
+    data_path.write_text(json.dumps(data, indent=1) + "\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--servers", type=int, default=10)
     parser.add_argument("--agents", type=int, default=5, help="per server")
     parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--write", action="store_true", help="update bench/RESULTS.md and bench/results.json")
     args = parser.parse_args()
+    import signal
+    import subprocess
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a killed run still kills its tmux servers
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "mam"), str(ROOT / "backends")],
+                   check=True, timeout=120)
     result = measure(args.servers, args.agents, args.runs)
-    top = result["top"]
-    print(f"mam top, one refresh over {result['agents']} agents on {result['servers']} tmux servers "
-          f"(median of {args.runs}):")
-    print(f"  wall            {median(top['wall_ms']):7.1f} ms")
-    print(f"  CPU, mam        {median(top['cpu_ms']):7.1f} ms")
-    print(f"  CPU, tmux calls {median(top['children_cpu_ms']):7.1f} ms")
-    print(f"  server calls    {median(top['calls']):7.0f} (one per server)")
-    print(f"mam status --json, a whole process: {median(result['status_ms']):7.1f} ms wall")
+    result["load"] = f"{os.getloadavg()[0]:.1f}"
+    print(section(result))
+    if args.write:
+        write(result)
 
 
 if __name__ == "__main__":

@@ -125,12 +125,13 @@ class BackendContract:
 
     @pytest.fixture
     def ending_request(self, tmp_path: Path) -> SpawnRequest | None:
-        """The agent the remains check starts in `empty_server`: it prints `ending_lines`, stays a second (past
-        any check of a program that ends at once) and exits with `ending_status`, in a pane named kit-ending.
+        """The agent the remains check starts in `empty_server`: it prints `ending_lines`, stays three
+        seconds (past any check of a program that ends at once, even a slow one over ssh) and exits with
+        `ending_status`, in a pane named kit-ending.
         Override it when your backend starts only agents it knows; None leaves the check out."""
         script = "".join(f"printf '%s\\n' {shlex.quote(line)}; " for line in self.ending_lines)
         return SpawnRequest(name="kit-ending", agent=None, cwd=str(tmp_path),
-                            argv=("sh", "-c", f"{script}sleep 1; exit {self.ending_status}"))
+                            argv=("sh", "-c", f"{script}sleep 3; exit {self.ending_status}"))
 
     @pytest.fixture
     def live_agent(self, request: pytest.FixtureRequest, backend: Backend, operations: frozenset[str],
