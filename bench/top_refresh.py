@@ -67,7 +67,7 @@ HEADING = "## mam top, one refresh"
 
 
 def section(result: dict[str, Any], alone: bool = False) -> str:
-    """The RESULTS.md section: one refresh of the live view beside one whole `mam status` process."""
+    """Its part of RESULTS.md: one refresh of the live view beside one whole `mam status` process."""
     import datetime
 
     top = result["top"]

@@ -121,7 +121,7 @@ def test_an_agent_that_keeps_running_is_left_as_tmux_keeps_any_session(ws: Works
 
 
 def _pane_dead(tmux: Tmux, server: str, session: str) -> bool:
-    shown = tmux.run(server, "list-panes", "-t", f"={session}:", "-F", "#{pane_dead}")
+    shown = tmux.run(server, "list-panes", "-t", f"={session}:", "-F", "#{pane_dead}", check=False)
     return shown.returncode == 0 and shown.stdout.strip() == "1"
 
 
