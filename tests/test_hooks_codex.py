@@ -209,3 +209,24 @@ def test_report_drain_is_bounded(ws: Workspace, tmp_path: Path) -> None:
     with open(big, "rb") as handle:
         assert drain(handle.fileno()) == 5000  # a file: to its end, no wait
     assert drain(999) == 0  # no such descriptor
+
+
+def test_a_hooks_json_that_is_no_regular_file_or_not_utf8_is_refused_in_one_line(ws: Workspace) -> None:
+    folder = codex(ws)
+    hooks = folder / "hooks.json"
+    plants = {"fifo": lambda: os.mkfifo(hooks), "folder": hooks.mkdir,
+              "not UTF-8": lambda: hooks.write_bytes(b'\xff{"hooks": {}}\n'),
+              "huge": lambda: hooks.write_bytes(b" " * (5 * 1024 * 1024))}
+    for name, plant in plants.items():
+        plant()
+        for command in (["install"], ["uninstall"], ["status"]):
+            proc = ws.mam("hooks", *command, "--agent", "codex")
+            assert "internal error" not in proc.stderr and "Traceback" not in proc.stderr, (name, proc.stderr)
+            said = [line for line in proc.stdout.splitlines() if "hooks.json" in line]
+            assert len(said) == 1 and proc.returncode == (0 if command == ["status"] else 1), (name, proc.stdout)
+        assert codex_status(ws)[1]["state"] == "unreadable", name
+        assert not (folder / "hooks.json.mam-backup").exists(), name
+        if hooks.is_dir():
+            hooks.rmdir()
+        else:
+            hooks.unlink()

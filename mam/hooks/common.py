@@ -67,7 +67,8 @@ def home(env: Mapping[str, str]) -> Path:
 def read(path: Path) -> str | None:
     from mam.safefile import read_text
 
-    return read_text(path, path, MAX_FILE, "settings file")
+    # the error's code (a FIFO, a folder, too large, not UTF-8): each caller refuses that one file
+    return read_text(path, path, MAX_FILE, "operation_failed")
 
 
 def refuse_link(path: Path) -> None:
