@@ -230,3 +230,34 @@ def test_a_hooks_json_that_is_no_regular_file_or_not_utf8_is_refused_in_one_line
             hooks.rmdir()
         else:
             hooks.unlink()
+
+
+def test_a_linked_codex_home_or_a_backup_in_the_way_is_refused_per_file(ws: Workspace) -> None:
+    real = Path(ws.env["HOME"]) / "dotfiles-codex"
+    real.mkdir()
+    (real / "hooks.json").write_text(HOOKS)
+    linked = Path(ws.env["HOME"]) / "codex-link"
+    linked.symlink_to(real)
+    (Path(ws.env["HOME"]) / ".claude").mkdir()
+    for args in (["install"], ["install", "--dry-run"], ["uninstall"]):
+        proc = ws.mam("hooks", *args, env={**ws.env, "CODEX_HOME": str(linked)})
+        assert proc.returncode == 1 and "internal error" not in proc.stderr, proc.stderr
+        assert proc.stdout.count("symbolic link") == 2, proc.stdout  # config.toml and hooks.json, each
+        assert sorted(p.name for p in real.iterdir()) == ["hooks.json"] and (real / "hooks.json").read_text() == HOOKS
+        if args == ["install"]:  # the other kinds went on
+            assert (Path(ws.env["HOME"]) / ".claude" / "settings.json").exists()
+    # A backup mam cannot write (a folder in its place): that file is refused, the other goes on.
+    folder = codex(ws)
+    (folder / "hooks.json").write_text(HOOKS)
+    (folder / "hooks.json.mam-backup").mkdir()
+    proc = ws.mam("hooks", "install", "--agent", "codex")
+    assert proc.returncode == 1 and "internal error" not in proc.stderr, proc.stderr
+    assert (folder / "hooks.json").read_text() == HOOKS and "notify" in (folder / "config.toml").read_text()
+    # A backup mam cannot read (a FIFO) does not hold uninstall: it works from the file itself.
+    (folder / "hooks.json.mam-backup").rmdir()
+    assert ws.mam("hooks", "install", "--agent", "codex").returncode == 0
+    (folder / "hooks.json.mam-backup").unlink()
+    os.mkfifo(folder / "hooks.json.mam-backup")
+    proc = ws.mam("hooks", "uninstall", "--agent", "codex")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert json.loads((folder / "hooks.json").read_text()) == json.loads(HOOKS)

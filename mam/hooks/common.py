@@ -72,10 +72,14 @@ def read(path: Path) -> str | None:
 
 
 def refuse_link(path: Path) -> None:
-    """A settings file that is a symbolic link is never written through nor replaced: refused, naming it."""
+    """A settings file that is a symbolic link is never written through nor replaced: refused, naming it. So is
+    one whose folder is a link ($CODEX_HOME, ~/.claude): write would refuse it, and --dry-run must say so too."""
     if path.is_symlink():
         raise MamError("operation_failed", f"{path}: the settings file is a symbolic link: refusing to write it",
                        hint="edit the file it points to yourself, or replace the link with a copy")
+    if path.parent.is_symlink():
+        raise MamError("operation_failed", f"{path.parent}: the settings folder is a symbolic link: refusing to "
+                       "write in it", hint="give the folder it points to instead, or edit the file yourself")
 
 
 def mode_of(path: Path) -> int:
@@ -90,14 +94,17 @@ def write(path: Path, text: str | None, mode: int | None = None) -> None:
     """Replace `path` whole with `text` (None: remove it), with `mode`, else keeping its own."""
     from mam.safefile import open_folder, replace_in
 
-    if text is None:
-        path.unlink(missing_ok=True)
-        return
     if mode is None:
         mode = mode_of(path)
-    folder = open_folder(path.parent, "settings folder")
+    folder = open_folder(path.parent, "settings folder")  # never a linked folder, to write or to remove in
     try:
-        replace_in(folder, path.name, text.encode(), mode)
+        if text is None:
+            try:
+                os.unlink(path.name, dir_fd=folder)
+            except FileNotFoundError:
+                pass
+        else:
+            replace_in(folder, path.name, text.encode(), mode)
     finally:
         os.close(folder)
 

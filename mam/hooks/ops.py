@@ -4,6 +4,7 @@ alone and reported, the others go on."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from mam.errors import MamError
 from mam.hooks.common import Change, KindFile, Unparsable, backup_path, diff, mode_of, read, refuse_link, write
@@ -42,9 +43,12 @@ def install(kind: KindFile, env: Mapping[str, str], dry_run: bool, named: bool =
     shown = diff(path, text, new)
     if dry_run:
         return Change(kind.agent, str(path), "would install", "would add mam's hooks", shown)
-    if text is not None:  # the backup is as private as the file it keeps
-        write(backup_path(path), text, mode_of(path))
-    write(path, new)
+    try:
+        if text is not None:  # the backup is as private as the file it keeps
+            write(backup_path(path), text, mode_of(path))
+        write(path, new)
+    except (MamError, OSError) as exc:  # a folder where the backup goes, a folder made a link since: this file
+        return Change(kind.agent, str(path), "refused", _failed(exc))
     saved = f" (backup: {backup_path(path)})" if text is not None else ""
     return Change(kind.agent, str(path), "installed", f"added mam's hooks{saved}", shown)
 
@@ -61,7 +65,7 @@ def uninstall(kind: KindFile, env: Mapping[str, str], dry_run: bool) -> Change:
             return Change(kind.agent, str(path), "unchanged", "mam's hooks are not in it")
         new = kind.remove(text)
         # The backup install kept, when the file is that backup plus mam's entries: its bytes, exactly.
-        saved = read(backup)
+        saved = read_backup(backup)
         if saved is not None and new is not None and _same(kind, saved, new):
             new = saved
     except Unparsable as exc:
@@ -71,11 +75,26 @@ def uninstall(kind: KindFile, env: Mapping[str, str], dry_run: bool) -> Change:
     shown = diff(path, text, new)
     if dry_run:
         return Change(kind.agent, str(path), "would uninstall", "would remove mam's hooks", shown)
-    write(path, new)
-    if saved is not None and new == saved:
-        backup.unlink(missing_ok=True)  # the file is that backup again
+    try:
+        write(path, new)
+        if saved is not None and new == saved:
+            write(backup, None)  # the file is that backup again
+    except (MamError, OSError) as exc:
+        return Change(kind.agent, str(path), "refused", _failed(exc))
     return Change(kind.agent, str(path), "uninstalled", "removed mam's hooks" if new is not None else
                   "removed mam's hooks, and the file they alone were in", shown)
+
+
+def read_backup(path: Path) -> str | None:
+    """The backup's text, None when there is none or it cannot be read (a FIFO, a folder): it only helps."""
+    try:
+        return read(path)
+    except MamError:
+        return None
+
+
+def _failed(exc: MamError | OSError) -> str:
+    return exc.message if isinstance(exc, MamError) else f"cannot write it: {exc.strerror or exc}"
 
 
 def _same(kind: KindFile, saved: str, new: str) -> bool:
