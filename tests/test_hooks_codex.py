@@ -261,3 +261,17 @@ def test_a_linked_codex_home_or_a_backup_in_the_way_is_refused_per_file(ws: Work
     proc = ws.mam("hooks", "uninstall", "--agent", "codex")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert json.loads((folder / "hooks.json").read_text()) == json.loads(HOOKS)
+
+
+def test_a_hooks_json_mam_could_not_write_back_as_it_was_is_refused(ws: Workspace) -> None:
+    folder = codex(ws)
+    hooks = folder / "hooks.json"
+    # Duplicate keys (the first would be dropped in silence); an escaped lone surrogate (not writable as UTF-8).
+    for text in ('{"hooks": {"Stop": []}, "hooks": {"Stop": [{"hooks": []}]}}\n', '{"title": "\\ud800"}\n',
+                 '{"hooks": {"Stop": [{"hooks": [], "hooks": []}]}}\n'):
+        hooks.write_text(text)
+        proc = ws.mam("hooks", "install", "--agent", "codex")
+        assert proc.returncode == 1 and "internal error" not in proc.stderr, (text, proc.stderr)
+        assert [line for line in proc.stdout.splitlines() if "hooks.json" in line][0].count("cannot parse") == 1
+        assert hooks.read_text() == text and not (folder / "hooks.json.mam-backup").exists(), text
+        assert codex_status(ws)[1]["state"] == "unreadable"

@@ -19,9 +19,21 @@ Notes = Callable[[str | None, Mapping[str, str]], tuple[str, dict[str, object]]]
 Event = tuple[str, str | None, str]  # the event, its matcher (None: none), the state mam reports on it
 
 
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object's keys, each once: a key twice would keep only its last value once mam writes the file back."""
+    data = dict(pairs)
+    if len(data) != len(pairs):
+        twice = next(key for i, (key, _) in enumerate(pairs) if key in dict(pairs[:i]))
+        raise Unparsable(f"the key {twice[:40]!r} is in one object twice")
+    return data
+
+
 def _parse(text: str) -> dict[str, Any]:
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=_unique)
+        json.dumps(data, ensure_ascii=False).encode()  # an escaped lone surrogate ("\ud800") has no UTF-8
+    except UnicodeEncodeError:
+        raise Unparsable("a string holds a lone surrogate (\\ud800-\\udfff), which is no text") from None
     except ValueError as exc:
         raise Unparsable(f"not JSON: {exc}") from None
     except RecursionError:
