@@ -275,3 +275,15 @@ def test_a_hooks_json_mam_could_not_write_back_as_it_was_is_refused(ws: Workspac
         assert [line for line in proc.stdout.splitlines() if "hooks.json" in line][0].count("cannot parse") == 1
         assert hooks.read_text() == text and not (folder / "hooks.json.mam-backup").exists(), text
         assert codex_status(ws)[1]["state"] == "unreadable"
+
+
+def test_install_then_uninstall_keeps_an_empty_file_the_user_had(ws: Workspace) -> None:
+    folder = codex(ws)
+    for hooks_text, toml_text in (("{}\n", ""), ('{\n  "hooks": {}\n}\n', "\n# nothing yet\n")):
+        (folder / "hooks.json").write_text(hooks_text)
+        (folder / "config.toml").write_text(toml_text)
+        assert ws.mam("hooks", "install", "--agent", "codex").returncode == 0
+        proc = ws.mam("hooks", "uninstall", "--agent", "codex")
+        assert proc.returncode == 0, proc.stdout
+        assert (folder / "hooks.json").read_text() == hooks_text and (folder / "config.toml").read_text() == toml_text
+        assert sorted(p.name for p in folder.iterdir()) == ["config.toml", "hooks.json"]

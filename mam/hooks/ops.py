@@ -64,9 +64,10 @@ def uninstall(kind: KindFile, env: Mapping[str, str], dry_run: bool) -> Change:
         if kind.count(text)[0] == 0:
             return Change(kind.agent, str(path), "unchanged", "mam's hooks are not in it")
         new = kind.remove(text)
-        # The backup install kept, when the file is that backup plus mam's entries: its bytes, exactly.
+        # The backup install kept, when the file is that backup plus mam's entries: its bytes, exactly (an empty
+        # file the user had, `{}`, is put back too, not removed as one mam made).
         saved = read_backup(backup)
-        if saved is not None and new is not None and _same(kind, saved, new):
+        if saved is not None and _same(kind, saved, new):
             new = saved
     except Unparsable as exc:
         return Change(kind.agent, str(path), "refused", f"cannot parse it, left alone: {exc}")
@@ -97,8 +98,8 @@ def _failed(exc: MamError | OSError) -> str:
     return exc.message if isinstance(exc, MamError) else f"cannot write it: {exc.strerror or exc}"
 
 
-def _same(kind: KindFile, saved: str, new: str) -> bool:
-    """`saved` and `new` say the same: equal once both are written the way mam writes the file."""
+def _same(kind: KindFile, saved: str, new: str | None) -> bool:
+    """`saved` and `new` (None: no file) say the same: equal once both are written the way mam writes the file."""
     try:
         return kind.remove(kind.add(saved)) == kind.remove(kind.add(new))
     except Unparsable:
