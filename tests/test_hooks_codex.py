@@ -287,3 +287,28 @@ def test_install_then_uninstall_keeps_an_empty_file_the_user_had(ws: Workspace) 
         assert proc.returncode == 0, proc.stdout
         assert (folder / "hooks.json").read_text() == hooks_text and (folder / "config.toml").read_text() == toml_text
         assert sorted(p.name for p in folder.iterdir()) == ["config.toml", "hooks.json"]
+
+
+def test_entries_that_only_look_like_mams_are_the_users(ws: Workspace) -> None:
+    folder = codex(ws)
+    hooks = folder / "hooks.json"
+
+    def group(*commands: str, **more: str) -> dict[str, object]:
+        return {**more, "hooks": [{"type": "command", "command": c} for c in commands]}
+
+    # The user's own: mam by a path, another matcher, an event mam does not use, two handlers, another type.
+    own = {"PostToolUse": [group("/opt/mine/mam report working", matcher="Edit")],
+           "PreToolUse": [group("mam report blocked")],
+           "Stop": [group("mam report idle", "mam report done"),
+                    {"hooks": [{"type": "prompt", "command": "mam report idle"}]}]}
+    copies = [group("mam report idle")] * 3  # mam's own Stop group, three times over: one of its five entries
+    hooks.write_text(json.dumps({"hooks": {**own, "Stop": own["Stop"] + copies}}, indent=2) + "\n")
+    entry = codex_status(ws)[1]
+    assert entry["state"] == "partial" and str(entry["message"]).startswith("1 of mam's 5"), entry
+    assert entry["details"]["of"] == 3  # type: ignore[index]
+    assert ws.mam("hooks", "install", "--agent", "codex").returncode == 0
+    data = json.loads(hooks.read_text())["hooks"]
+    assert data["Stop"] == own["Stop"] + [group("mam report idle")]  # each of mam's once, the user's kept
+    assert data["PostToolUse"] == own["PostToolUse"] + [group("mam report working")]
+    assert ws.mam("hooks", "uninstall", "--agent", "codex").returncode == 0
+    assert json.loads(hooks.read_text()) == {"hooks": own}

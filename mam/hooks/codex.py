@@ -126,7 +126,7 @@ def trust(hooks_text: str, path: Path, settings: dict[str, Any]) -> tuple[int, i
         source = parts[0].removeprefix("file:")
         if source in names and parts[2].isdigit() and parts[3].isdigit():
             by_place[(parts[1], int(parts[2]), int(parts[3]))] = state
-    ours = [(LABELS.get(event, event), group, handler) for event, group, handler in groups_of_ours(hooks_text)]
+    ours = [(LABELS.get(event, event), group, handler) for event, group, handler in groups_of_ours(hooks_text, EVENTS)]
     trusted = sum(1 for place in ours if isinstance(by_place.get(place, {}).get("trusted_hash"), str))
     disabled = sum(1 for place in ours if by_place.get(place, {}).get("enabled") is False)
     return len(ours), trusted, disabled

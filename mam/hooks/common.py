@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import difflib
 import os
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,17 +11,12 @@ from pathlib import Path
 from mam.errors import MamError
 
 PROGRAM = "mam"  # found on the agent's PATH when its hook runs
-COMMAND = re.compile(r"(?:\S*/)?mam report (working|blocked|idle|done)")
 BACKUP_SUFFIX = ".mam-backup"
 MAX_FILE = 4 * 1024 * 1024
 
 
 def command(state: str) -> str:
     return f"{PROGRAM} report {state}"
-
-
-def is_ours(text: object) -> bool:
-    return isinstance(text, str) and COMMAND.fullmatch(text.strip()) is not None
 
 
 class Unparsable(Exception):

@@ -1,8 +1,8 @@
 """Hooks in a JSON settings file of the shape Claude Code and Gemini CLI share:
 `{"hooks": {EVENT: [{"matcher": M, "hooks": [{"type": "command", "command": C}]}]}}`.
 
-mam adds one group per event it listens to, holding only its own command; removing takes out the groups whose
-every command is mam's, then the event lists and the `hooks` object that this left empty."""
+mam adds one group per event it listens to, holding only its own command; removing takes out the groups that are
+exactly such a group (_group_is_ours), then the event lists and the `hooks` object that this left empty."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from mam.hooks.common import KindFile, Unparsable, command, is_ours
+from mam.hooks.common import KindFile, Unparsable, command
 
 Notes = Callable[[str | None, Mapping[str, str]], tuple[str, dict[str, object]]]
 
@@ -61,12 +61,16 @@ def _dump(data: dict[str, Any], like: str | None) -> str:
     return text + ("\n" if like is None or like.endswith("\n") else "")
 
 
-def _group_is_ours(group: object) -> bool:
-    if not isinstance(group, dict):
+def _group_is_ours(event: str, group: object, events: list[Event]) -> bool:
+    """A group mam writes: in one of its events, with its matcher there (None: no key), holding one handler of
+    type command running its very command. One that differs (mam by a path, another matcher or event, a second
+    handler) is the user's: uninstall keeps it. Other keys (a timeout the user put in) do not make it theirs."""
+    if not isinstance(group, dict) or not isinstance(group.get("hooks"), list) or len(group["hooks"]) != 1:
         return False
-    hooks = group.get("hooks")
-    return isinstance(hooks, list) and bool(hooks) and all(
-        isinstance(h, dict) and is_ours(h.get("command")) for h in hooks)
+    handler = group["hooks"][0]
+    return isinstance(handler, dict) and handler.get("type") == "command" and any(
+        event == name and group.get("matcher") == matcher and handler.get("command") == command(state)
+        for name, matcher, state in events)
 
 
 def _ours(events: list[Event], extra: Callable[[str, str], dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -78,11 +82,11 @@ def _ours(events: list[Event], extra: Callable[[str, str], dict[str, Any]]) -> d
     return out
 
 
-def groups_of_ours(text: str) -> list[tuple[str, int, int]]:
+def groups_of_ours(text: str, events: list[Event]) -> list[tuple[str, int, int]]:
     """Where mam's commands are: (event, its group's index, the command's index in the group)."""
     hooks = _parse(text).get("hooks", {})
-    return [(event, g, h) for event, groups in hooks.items() for g, group in enumerate(groups)
-            if _group_is_ours(group) for h in range(len(group["hooks"]))]
+    return [(event, g, 0) for event, groups in hooks.items() for g, group in enumerate(groups)
+            if _group_is_ours(event, group, events)]
 
 
 def make(agent: str, path: Callable[[Mapping[str, str]], Path], events: list[Event],
@@ -98,7 +102,7 @@ def make(agent: str, path: Callable[[Mapping[str, str]], Path], events: list[Eve
         data = _parse(text)
         hooks = data.get("hooks", {})
         for event in list(hooks):
-            kept = [g for g in hooks[event] if not _group_is_ours(g)]
+            kept = [g for g in hooks[event] if not _group_is_ours(event, g, events)]
             if len(kept) != len(hooks[event]):
                 if kept:
                     hooks[event] = kept
@@ -110,7 +114,8 @@ def make(agent: str, path: Callable[[Mapping[str, str]], Path], events: list[Eve
 
     def count(text: str) -> tuple[int, int]:
         hooks = _parse(text).get("hooks", {})
-        found = sum(1 for groups in hooks.values() for g in groups if _group_is_ours(g))
+        # each of mam's entries found once at least (copies of one are not the others)
+        found = sum(1 for entry in events if any(_group_is_ours(entry[0], g, [entry]) for g in hooks.get(entry[0], [])))
         return found, len(events)
 
     return KindFile(agent, path, add, remove, count, notes)

@@ -99,9 +99,10 @@ def _failed(exc: MamError | OSError) -> str:
 
 
 def _same(kind: KindFile, saved: str, new: str | None) -> bool:
-    """`saved` and `new` (None: no file) say the same: equal once both are written the way mam writes the file."""
+    """`saved` and `new` (None: no file) say the same: equal once both are written the way mam writes the file,
+    and `saved` holds none of mam's entries (a backup that has them would put them back)."""
     try:
-        return kind.remove(kind.add(saved)) == kind.remove(kind.add(new))
+        return kind.count(saved)[0] == 0 and kind.remove(kind.add(saved)) == kind.remove(kind.add(new))
     except Unparsable:
         return False
 
