@@ -312,3 +312,16 @@ def test_entries_that_only_look_like_mams_are_the_users(ws: Workspace) -> None:
     assert data["PostToolUse"] == own["PostToolUse"] + [group("mam report working")]
     assert ws.mam("hooks", "uninstall", "--agent", "codex").returncode == 0
     assert json.loads(hooks.read_text()) == {"hooks": own}
+
+
+def test_install_never_makes_a_file_too_large_for_mam_to_read_back(ws: Workspace) -> None:
+    from mam.hooks.common import MAX_FILE
+
+    folder = codex(ws)
+    hooks = folder / "hooks.json"
+    head = '{"hooks": {}, "pad": "'
+    text = head + "x" * (MAX_FILE - len(head) - 3) + '"}\n'  # just under the bound: read, but no room for mam's
+    hooks.write_text(text)
+    proc = ws.mam("hooks", "install", "--agent", "codex")
+    assert proc.returncode == 1 and "too large" in proc.stdout, proc.stdout
+    assert hooks.read_text() == text and not (folder / "hooks.json.mam-backup").exists()

@@ -7,7 +7,18 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from mam.errors import MamError
-from mam.hooks.common import Change, KindFile, Unparsable, backup_path, diff, mode_of, read, refuse_link, write
+from mam.hooks.common import (
+    MAX_FILE,
+    Change,
+    KindFile,
+    Unparsable,
+    backup_path,
+    diff,
+    mode_of,
+    read,
+    refuse_link,
+    write,
+)
 
 
 def _read(kind: KindFile, env: Mapping[str, str]) -> tuple[str, str | None]:
@@ -36,6 +47,8 @@ def install(kind: KindFile, env: Mapping[str, str], dry_run: bool, named: bool =
         else:
             text_without = None
         new = kind.add(text_without)
+        if len(new.encode()) > MAX_FILE:  # mam could not read it back, to uninstall
+            raise MamError("operation_failed", f"{path}: too large with mam's hooks (over {MAX_FILE} bytes)")
     except Unparsable as exc:
         return Change(kind.agent, str(path), "refused", f"cannot parse it, left alone: {exc}")
     except MamError as exc:
