@@ -325,3 +325,17 @@ def test_install_never_makes_a_file_too_large_for_mam_to_read_back(ws: Workspace
     proc = ws.mam("hooks", "install", "--agent", "codex")
     assert proc.returncode == 1 and "too large" in proc.stdout, proc.stdout
     assert hooks.read_text() == text and not (folder / "hooks.json.mam-backup").exists()
+
+
+def test_a_feature_switch_that_is_not_true_or_false_is_said(ws: Workspace) -> None:
+    folder = codex(ws)
+    (folder / "hooks.json").write_text(HOOKS)
+    forms = {'[features]\nhooks = "false"\n': "invalid", "features.hooks = false\n": "off",
+             "features = { hooks = true }\n": "on", "features = 1\n": "invalid",
+             '[features]\nhooks = 0\ncodex_hooks = true\n': "invalid", "[features]\ncodex_hooks = false\n": "off"}
+    for text, word in forms.items():
+        (folder / "config.toml").write_text(text)
+        entry = codex_status(ws)[1]
+        assert entry["details"]["feature"] == word, (text, entry)  # type: ignore[index]
+        if word == "invalid":
+            assert "not true or false" in str(entry["message"]) and "default applies" not in str(entry["message"])

@@ -101,14 +101,17 @@ LABELS = {"SessionStart": "session_start", "UserPromptSubmit": "user_prompt_subm
 
 
 def switch(settings: dict[str, Any]) -> str:
-    """`on`, `off` or `default` (not set): the feature Codex's lifecycle hooks run under, `[features] hooks`
-    (the older key `codex_hooks` where `hooks` is not set)."""
-    features = settings.get("features")
+    """`on`, `off`, `default` (not set) or `invalid`: the feature Codex's lifecycle hooks run under,
+    `[features] hooks` (the older key `codex_hooks` where `hooks` is not set). Codex reads `[features]` as a
+    table of true or false (FeaturesToml): any other value there (`hooks = "false"`) is no default, but a
+    config.toml Codex does not take."""
+    features = settings.get("features", {})
     if not isinstance(features, dict):
-        return "default"
+        return "invalid"
     for key in ("hooks", "codex_hooks"):
-        if isinstance(features.get(key), bool):
-            return "on" if features[key] else "off"
+        if key in features:
+            value = features[key]
+            return ("on" if value else "off") if isinstance(value, bool) else "invalid"
     return "default"
 
 
@@ -142,7 +145,9 @@ def notes(text: str | None, env: Mapping[str, str]) -> tuple[str, dict[str, obje
                     "(mam leaves that switch to you)",
              "on": "; Codex's hooks are switched on in config.toml ([features])",
              "default": "; config.toml does not set [features] hooks: Codex's default applies (on, in the "
-                        "source mam was checked against)"}[on]
+                        "source mam was checked against)",
+             "invalid": "; config.toml's [features] hooks (or features itself) is not true or false: Codex reads "
+                        "only those there, and may refuse the file"}[on]
     if text is not None:
         count_, trusted, disabled = trust(text, hooks_json(env), settings)
         details.update({"trusted": trusted, "disabled": disabled, "of": count_})
