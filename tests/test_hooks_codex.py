@@ -339,3 +339,15 @@ def test_a_feature_switch_that_is_not_true_or_false_is_said(ws: Workspace) -> No
         assert entry["details"]["feature"] == word, (text, entry)  # type: ignore[index]
         if word == "invalid":
             assert "not true or false" in str(entry["message"]) and "default applies" not in str(entry["message"])
+
+
+def test_a_hooks_json_with_crlf_line_ends_keeps_them(ws: Workspace) -> None:
+    folder = codex(ws)
+    hooks = folder / "hooks.json"
+    crlf = HOOKS.replace("\n", "\r\n").encode()
+    hooks.write_bytes(crlf)
+    assert ws.mam("hooks", "install", "--agent", "codex").returncode == 0
+    installed = hooks.read_bytes()
+    assert installed.count(b"\n") == installed.count(b"\r\n") > 10 and b"mam report idle" in installed
+    assert ws.mam("hooks", "uninstall", "--agent", "codex").returncode == 0
+    assert hooks.read_bytes() == crlf

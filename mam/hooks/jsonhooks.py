@@ -58,7 +58,9 @@ def _indent(text: str) -> int | str | None:
 def _dump(data: dict[str, Any], like: str | None) -> str:
     indent = _indent(like) if like is not None else 2
     text = json.dumps(data, indent=indent, ensure_ascii=False)
-    return text + ("\n" if like is None or like.endswith("\n") else "")
+    text += "\n" if like is None or like.endswith("\n") else ""
+    # the file's own line ends (a JSON string holds no raw newline, so each is one of the layout's)
+    return text.replace("\n", "\r\n") if like is not None and "\r\n" in like else text
 
 
 def _group_is_ours(event: str, group: object, events: list[Event]) -> bool:
