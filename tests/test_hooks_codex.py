@@ -351,3 +351,26 @@ def test_a_hooks_json_with_crlf_line_ends_keeps_them(ws: Workspace) -> None:
     assert installed.count(b"\n") == installed.count(b"\r\n") > 10 and b"mam report idle" in installed
     assert ws.mam("hooks", "uninstall", "--agent", "codex").returncode == 0
     assert hooks.read_bytes() == crlf
+
+
+def test_json_numbers_mam_would_write_back_as_no_json_are_refused(ws: Workspace) -> None:
+    folder = codex(ws)
+    hooks = folder / "hooks.json"
+    for text in ('{"limit": NaN}\n', '{"limit": -Infinity}\n', '{"limit": 1e400}\n'):
+        hooks.write_text(text)
+        proc = ws.mam("hooks", "install", "--agent", "codex")
+        assert proc.returncode == 1 and "cannot parse" in proc.stdout, (text, proc.stdout)
+        assert hooks.read_text() == text
+
+
+def test_a_config_toml_with_crlf_line_ends_gets_mams_lines_in_crlf(ws: Workspace) -> None:
+    folder = codex(ws)
+    crlf = CONFIG.replace("\n", "\r\n").encode()
+    (folder / "config.toml").write_bytes(crlf)
+    assert ws.mam("hooks", "install", "--agent", "codex").returncode == 0
+    installed = (folder / "config.toml").read_bytes()
+    assert installed.endswith(crlf) and installed.count(b"\n") == installed.count(b"\r\n")
+    assert ws.mam_json("hooks", "status", "--agent", "codex")["hooks"][0]["state"] == "installed"
+    (folder / "config.toml.mam-backup").unlink()  # from the file itself
+    assert ws.mam("hooks", "uninstall", "--agent", "codex").returncode == 0
+    assert (folder / "config.toml").read_bytes() == crlf

@@ -49,7 +49,8 @@ def add(text: str | None) -> str:
     if "notify" in data:
         raise Unparsable(f"it already has notify = {data['notify']!r}: Codex runs one notify program, and mam "
                          "would replace yours (make yours run `mam report idle` too)")
-    return f"{MARK}\n{NOTIFY}\n" + (text or "")
+    end = "\r\n" if text and "\r\n" in text else "\n"  # the file's own line ends
+    return f"{MARK}{end}{NOTIFY}{end}" + (text or "")
 
 
 def _our_lines(lines: list[str]) -> list[int]:

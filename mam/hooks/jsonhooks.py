@@ -7,6 +7,7 @@ exactly such a group (_group_is_ours), then the event lists and the `hooks` obje
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -28,9 +29,18 @@ def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return data
 
 
+def _number(text: str) -> float:
+    """A JSON number: NaN, Infinity and one past a float's range (1e400) are not, and mam would write them back as
+    NaN or Infinity, which Codex and the others do not read as JSON."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise Unparsable(f"the number {text[:40]} is not one JSON holds")
+    return value
+
+
 def _parse(text: str) -> dict[str, Any]:
     try:
-        data = json.loads(text, object_pairs_hook=_unique)
+        data = json.loads(text, object_pairs_hook=_unique, parse_float=_number, parse_constant=_number)
         json.dumps(data, ensure_ascii=False).encode()  # an escaped lone surrogate ("\ud800") has no UTF-8
     except UnicodeEncodeError:
         raise Unparsable("a string holds a lone surrogate (\\ud800-\\udfff), which is no text") from None
