@@ -374,3 +374,16 @@ def test_a_config_toml_with_crlf_line_ends_gets_mams_lines_in_crlf(ws: Workspace
     (folder / "config.toml.mam-backup").unlink()  # from the file itself
     assert ws.mam("hooks", "uninstall", "--agent", "codex").returncode == 0
     assert (folder / "config.toml").read_bytes() == crlf
+
+
+def test_without_home_codex_home_still_serves_and_the_others_say_why(ws: Workspace) -> None:
+    folder = Path(ws.env["HOME"]) / "codex-home"
+    folder.mkdir()
+    env = {**{k: v for k, v in ws.env.items() if k != "HOME"}, "CODEX_HOME": str(folder)}
+    proc = ws.mam("hooks", "install", env=env)
+    assert proc.returncode == 1 and "internal error" not in proc.stderr, proc.stdout + proc.stderr
+    assert "codex: " + str(folder / "hooks.json") + ": added" in proc.stdout, proc.stdout
+    assert "claude: $HOME is not set" in proc.stdout and (folder / "hooks.json").exists()
+    proc = ws.mam("hooks", "status", env=env)
+    assert proc.returncode == 0 and "claude: unreadable: $HOME is not set" in proc.stdout, proc.stdout + proc.stderr
+    assert "codex: installed" in proc.stdout

@@ -29,7 +29,10 @@ def _read(kind: KindFile, env: Mapping[str, str]) -> tuple[str, str | None]:
 def install(kind: KindFile, env: Mapping[str, str], dry_run: bool, named: bool = True) -> Change:
     """`named`: the user asked for this kind; else a kind whose settings folder is not there (the agent was
     never set up here) is skipped."""
-    path = kind.path(env)
+    try:
+        path = kind.path(env)
+    except MamError as exc:
+        return _nowhere(kind, exc)
     if not named and not path.parent.is_dir():
         return Change(kind.agent, str(path), "skipped", f"no folder {path.parent}: {kind.agent} is not set up here "
                       f"(name it with --agent {kind.agent} to install anyway)")
@@ -67,7 +70,10 @@ def install(kind: KindFile, env: Mapping[str, str], dry_run: bool, named: bool =
 
 
 def uninstall(kind: KindFile, env: Mapping[str, str], dry_run: bool) -> Change:
-    path = kind.path(env)
+    try:
+        path = kind.path(env)
+    except MamError as exc:
+        return _nowhere(kind, exc)
     backup = backup_path(path)
     try:
         refuse_link(path)
@@ -99,6 +105,11 @@ def uninstall(kind: KindFile, env: Mapping[str, str], dry_run: bool) -> Change:
                   "removed mam's hooks, and the file they alone were in", shown)
 
 
+def _nowhere(kind: KindFile, exc: MamError, action: str = "refused") -> Change:
+    """A kind whose file has no place ($HOME unset): said for that kind, the others (a $CODEX_HOME) go on."""
+    return Change(kind.agent, "", action, exc.message, state="unreadable" if action == "status" else None)
+
+
 def read_backup(path: Path) -> str | None:
     """The backup's text, None when there is none or it cannot be read (a FIFO, a folder): it only helps."""
     try:
@@ -121,7 +132,10 @@ def _same(kind: KindFile, saved: str, new: str | None) -> bool:
 
 
 def status(kind: KindFile, env: Mapping[str, str]) -> Change:
-    path = kind.path(env)
+    try:
+        path = kind.path(env)
+    except MamError as exc:
+        return _nowhere(kind, exc, "status")
     text: str | None = None
     try:
         text = read(path)
