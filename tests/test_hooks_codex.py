@@ -387,3 +387,20 @@ def test_without_home_codex_home_still_serves_and_the_others_say_why(ws: Workspa
     proc = ws.mam("hooks", "status", env=env)
     assert proc.returncode == 0 and "claude: unreadable: $HOME is not set" in proc.stdout, proc.stdout + proc.stderr
     assert "codex: installed" in proc.stdout
+
+
+def test_nothing_is_written_through_a_linked_hooks_json_or_backup(ws: Workspace) -> None:
+    folder = codex(ws)
+    target = Path(ws.env["HOME"]) / "elsewhere.json"
+    target.write_text(HOOKS)
+    (folder / "hooks.json").symlink_to(target)
+    for args in (["install"], ["install", "--dry-run"], ["uninstall"]):
+        proc = ws.mam("hooks", *args, "--agent", "codex")
+        assert proc.returncode == 1 and "symbolic link" in proc.stdout and "Traceback" not in proc.stderr
+        assert target.read_text() == HOOKS and (folder / "hooks.json").is_symlink()
+    # A backup that is a link is replaced by the backup, never written through.
+    (folder / "hooks.json").unlink()
+    (folder / "hooks.json").write_text(HOOKS.replace("guard.py", "guard2.py"))
+    (folder / "hooks.json.mam-backup").symlink_to(target)
+    assert ws.mam("hooks", "install", "--agent", "codex").returncode == 0
+    assert target.read_text() == HOOKS and not (folder / "hooks.json.mam-backup").is_symlink()
