@@ -404,3 +404,34 @@ def test_nothing_is_written_through_a_linked_hooks_json_or_backup(ws: Workspace)
     (folder / "hooks.json.mam-backup").symlink_to(target)
     assert ws.mam("hooks", "install", "--agent", "codex").returncode == 0
     assert target.read_text() == HOOKS and not (folder / "hooks.json.mam-backup").is_symlink()
+
+
+def test_report_returns_on_an_endless_or_trickling_stdin(ws: Workspace) -> None:
+    import threading
+
+    from mam.report import drain
+
+    env = {**{k: v for k, v in ws.env.items() if k != "TMUX_PANE"}, "MAM_AGENT": "fixer"}
+    with open("/dev/zero", "rb") as zero:  # endless: stops at its size bound
+        start = time.monotonic()
+        proc = subprocess.run([sys.executable, "-m", "mam", "report", "idle"], env=env, cwd=ws.root, stdin=zero,
+                              capture_output=True, timeout=30)
+    assert proc.returncode == 0 and time.monotonic() - start < 5, proc.stderr
+    read_fd, write_fd = os.pipe()
+    stop = threading.Event()
+
+    def trickle() -> None:  # a byte every 0.05 s, never silent for the idle time
+        while not stop.wait(0.05):
+            os.write(write_fd, b"x")
+
+    writer = threading.Thread(target=trickle)
+    writer.start()
+    try:
+        start = time.monotonic()
+        assert drain(read_fd, idle=0.5, total=0.6) > 0
+        assert time.monotonic() - start < 1.5  # the total bound, however slowly it writes
+    finally:
+        stop.set()
+        writer.join(timeout=5)
+        os.close(read_fd)
+        os.close(write_fd)
