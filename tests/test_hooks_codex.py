@@ -435,3 +435,20 @@ def test_report_returns_on_an_endless_or_trickling_stdin(ws: Workspace) -> None:
         writer.join(timeout=5)
         os.close(read_fd)
         os.close(write_fd)
+
+
+def test_uninstall_says_when_it_moves_the_users_groups_whose_trust_codex_keys_by_place(ws: Workspace) -> None:
+    folder = codex(ws)
+    hooks = folder / "hooks.json"
+    hooks.write_text(HOOKS)
+    assert ws.mam("hooks", "install", "--agent", "codex").returncode == 0
+    proc = ws.mam("hooks", "uninstall", "--agent", "codex", "--dry-run")
+    assert "moved" not in proc.stdout  # mam's groups are last: nothing of the user's moves
+    data = json.loads(hooks.read_text())
+    data["hooks"]["Stop"].append({"hooks": [{"type": "command", "command": "say done"}]})  # after mam's
+    hooks.write_text(json.dumps(data, indent=2) + "\n")
+    proc = ws.mam("hooks", "uninstall", "--agent", "codex")
+    assert proc.returncode == 0
+    line = [line for line in proc.stdout.splitlines() if "hooks.json" in line][0]
+    assert "1 of the user's groups moved" in line and "trust" in line, line
+    assert json.loads(hooks.read_text())["hooks"]["Stop"][1]["hooks"][0]["command"] == "say done"

@@ -160,4 +160,4 @@ def notes(text: str | None, env: Mapping[str, str]) -> tuple[str, dict[str, obje
     return words, details
 
 
-HOOKS = make("codex", hooks_json, EVENTS, notes=notes)
+HOOKS = make("codex", hooks_json, EVENTS, notes=notes, by_place=True)

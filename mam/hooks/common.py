@@ -49,6 +49,9 @@ class KindFile:
     count: Callable[[str], tuple[int, int]]  # (mam's entries found, mam's entries a full install has)
     # status only: (words added to its message, details) from the file's text (None: no file) and the environment
     notes: Callable[[str | None, Mapping[str, str]], tuple[str, dict[str, object]]] | None = None
+    # uninstall only, where the agent keys its user's choices by a hook's place (Codex's trust): the user's groups
+    # that taking mam's out moves up their lists
+    moved: Callable[[str], int] | None = None
 
 
 def home(env: Mapping[str, str]) -> Path:

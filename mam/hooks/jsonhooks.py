@@ -102,7 +102,10 @@ def groups_of_ours(text: str, events: list[Event]) -> list[tuple[str, int, int]]
 
 
 def make(agent: str, path: Callable[[Mapping[str, str]], Path], events: list[Event],
-         extra: Callable[[str, str], dict[str, Any]] = lambda event, state: {}, notes: Notes | None = None) -> KindFile:
+         extra: Callable[[str, str], dict[str, Any]] = lambda event, state: {}, notes: Notes | None = None,
+         by_place: bool = False) -> KindFile:
+    """`by_place`: the agent keys the user's trust in a hook by its place in its event's list (Codex)."""
+
     def add(text: str | None) -> str:
         data = _parse(text) if text is not None else {}
         hooks = data.setdefault("hooks", {})
@@ -130,4 +133,14 @@ def make(agent: str, path: Callable[[Mapping[str, str]], Path], events: list[Eve
         found = sum(1 for entry in events if any(_group_is_ours(entry[0], g, [entry]) for g in hooks.get(entry[0], [])))
         return found, len(events)
 
-    return KindFile(agent, path, add, remove, count, notes)
+    def moved(text: str) -> int:
+        """The user's groups after one of mam's in their event's list: removing mam's moves each up."""
+        hooks = _parse(text).get("hooks", {})
+        out = 0
+        for event, groups in hooks.items():
+            ours = [_group_is_ours(event, g, events) for g in groups]
+            first = ours.index(True) if True in ours else len(ours)
+            out += sum(1 for mine in ours[first:] if not mine)
+        return out
+
+    return KindFile(agent, path, add, remove, count, notes, moved if by_place else None)

@@ -83,6 +83,7 @@ def uninstall(kind: KindFile, env: Mapping[str, str], dry_run: bool) -> Change:
         if kind.count(text)[0] == 0:
             return Change(kind.agent, str(path), "unchanged", "mam's hooks are not in it")
         new = kind.remove(text)
+        moved = kind.moved(text) if kind.moved is not None else 0
         # The backup install kept, when the file is that backup plus mam's entries: its bytes, exactly (an empty
         # file the user had, `{}`, is put back too, not removed as one mam made).
         saved = read_backup(backup)
@@ -93,16 +94,19 @@ def uninstall(kind: KindFile, env: Mapping[str, str], dry_run: bool) -> Change:
     except MamError as exc:
         return Change(kind.agent, str(path), "refused", exc.message)
     shown = diff(path, text, new)
+    # Codex keys trust and `enabled` by place: a group that moves is no longer trusted (or takes mam's `enabled`)
+    warn = (f"; {moved} of the user's groups moved up their list: Codex keys a hook's trust by its place, so "
+            "trust them again in Codex") if moved and new != saved else ""
     if dry_run:
-        return Change(kind.agent, str(path), "would uninstall", "would remove mam's hooks", shown)
+        return Change(kind.agent, str(path), "would uninstall", "would remove mam's hooks" + warn, shown)
     try:
         write(path, new)
         if saved is not None and new == saved:
             write(backup, None)  # the file is that backup again
     except (MamError, OSError) as exc:
         return Change(kind.agent, str(path), "refused", _failed(exc))
-    return Change(kind.agent, str(path), "uninstalled", "removed mam's hooks" if new is not None else
-                  "removed mam's hooks, and the file they alone were in", shown)
+    return Change(kind.agent, str(path), "uninstalled", ("removed mam's hooks" if new is not None else
+                  "removed mam's hooks, and the file they alone were in") + warn, shown)
 
 
 def _nowhere(kind: KindFile, exc: MamError, action: str = "refused") -> Change:
