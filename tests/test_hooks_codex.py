@@ -209,3 +209,246 @@ def test_report_drain_is_bounded(ws: Workspace, tmp_path: Path) -> None:
     with open(big, "rb") as handle:
         assert drain(handle.fileno()) == 5000  # a file: to its end, no wait
     assert drain(999) == 0  # no such descriptor
+
+
+def test_a_hooks_json_that_is_no_regular_file_or_not_utf8_is_refused_in_one_line(ws: Workspace) -> None:
+    folder = codex(ws)
+    hooks = folder / "hooks.json"
+    plants = {"fifo": lambda: os.mkfifo(hooks), "folder": hooks.mkdir,
+              "not UTF-8": lambda: hooks.write_bytes(b'\xff{"hooks": {}}\n'),
+              "huge": lambda: hooks.write_bytes(b" " * (5 * 1024 * 1024))}
+    for name, plant in plants.items():
+        plant()
+        for command in (["install"], ["uninstall"], ["status"]):
+            proc = ws.mam("hooks", *command, "--agent", "codex")
+            assert "internal error" not in proc.stderr and "Traceback" not in proc.stderr, (name, proc.stderr)
+            said = [line for line in proc.stdout.splitlines() if "hooks.json" in line]
+            assert len(said) == 1 and proc.returncode == (0 if command == ["status"] else 1), (name, proc.stdout)
+        assert codex_status(ws)[1]["state"] == "unreadable", name
+        assert not (folder / "hooks.json.mam-backup").exists(), name
+        if hooks.is_dir():
+            hooks.rmdir()
+        else:
+            hooks.unlink()
+
+
+def test_a_linked_codex_home_or_a_backup_in_the_way_is_refused_per_file(ws: Workspace) -> None:
+    real = Path(ws.env["HOME"]) / "dotfiles-codex"
+    real.mkdir()
+    (real / "hooks.json").write_text(HOOKS)
+    linked = Path(ws.env["HOME"]) / "codex-link"
+    linked.symlink_to(real)
+    (Path(ws.env["HOME"]) / ".claude").mkdir()
+    for args in (["install"], ["install", "--dry-run"], ["uninstall"]):
+        proc = ws.mam("hooks", *args, env={**ws.env, "CODEX_HOME": str(linked)})
+        assert proc.returncode == 1 and "internal error" not in proc.stderr, proc.stderr
+        assert proc.stdout.count("symbolic link") == 2, proc.stdout  # config.toml and hooks.json, each
+        assert sorted(p.name for p in real.iterdir()) == ["hooks.json"] and (real / "hooks.json").read_text() == HOOKS
+        if args == ["install"]:  # the other kinds went on
+            assert (Path(ws.env["HOME"]) / ".claude" / "settings.json").exists()
+    # A backup mam cannot write (a folder in its place): that file is refused, the other goes on.
+    folder = codex(ws)
+    (folder / "hooks.json").write_text(HOOKS)
+    (folder / "hooks.json.mam-backup").mkdir()
+    proc = ws.mam("hooks", "install", "--agent", "codex")
+    assert proc.returncode == 1 and "internal error" not in proc.stderr, proc.stderr
+    assert (folder / "hooks.json").read_text() == HOOKS and "notify" in (folder / "config.toml").read_text()
+    # A backup mam cannot read (a FIFO) does not hold uninstall: it works from the file itself.
+    (folder / "hooks.json.mam-backup").rmdir()
+    assert ws.mam("hooks", "install", "--agent", "codex").returncode == 0
+    (folder / "hooks.json.mam-backup").unlink()
+    os.mkfifo(folder / "hooks.json.mam-backup")
+    proc = ws.mam("hooks", "uninstall", "--agent", "codex")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert json.loads((folder / "hooks.json").read_text()) == json.loads(HOOKS)
+
+
+def test_a_hooks_json_mam_could_not_write_back_as_it_was_is_refused(ws: Workspace) -> None:
+    folder = codex(ws)
+    hooks = folder / "hooks.json"
+    # Duplicate keys (the first would be dropped in silence); an escaped lone surrogate (not writable as UTF-8).
+    for text in ('{"hooks": {"Stop": []}, "hooks": {"Stop": [{"hooks": []}]}}\n', '{"title": "\\ud800"}\n',
+                 '{"hooks": {"Stop": [{"hooks": [], "hooks": []}]}}\n'):
+        hooks.write_text(text)
+        proc = ws.mam("hooks", "install", "--agent", "codex")
+        assert proc.returncode == 1 and "internal error" not in proc.stderr, (text, proc.stderr)
+        assert [line for line in proc.stdout.splitlines() if "hooks.json" in line][0].count("cannot parse") == 1
+        assert hooks.read_text() == text and not (folder / "hooks.json.mam-backup").exists(), text
+        assert codex_status(ws)[1]["state"] == "unreadable"
+
+
+def test_install_then_uninstall_keeps_an_empty_file_the_user_had(ws: Workspace) -> None:
+    folder = codex(ws)
+    for hooks_text, toml_text in (("{}\n", ""), ('{\n  "hooks": {}\n}\n', "\n# nothing yet\n")):
+        (folder / "hooks.json").write_text(hooks_text)
+        (folder / "config.toml").write_text(toml_text)
+        assert ws.mam("hooks", "install", "--agent", "codex").returncode == 0
+        proc = ws.mam("hooks", "uninstall", "--agent", "codex")
+        assert proc.returncode == 0, proc.stdout
+        assert (folder / "hooks.json").read_text() == hooks_text and (folder / "config.toml").read_text() == toml_text
+        assert sorted(p.name for p in folder.iterdir()) == ["config.toml", "hooks.json"]
+
+
+def test_entries_that_only_look_like_mams_are_the_users(ws: Workspace) -> None:
+    folder = codex(ws)
+    hooks = folder / "hooks.json"
+
+    def group(*commands: str, **more: str) -> dict[str, object]:
+        return {**more, "hooks": [{"type": "command", "command": c} for c in commands]}
+
+    # The user's own: mam by a path, another matcher, an event mam does not use, two handlers, another type.
+    own = {"PostToolUse": [group("/opt/mine/mam report working", matcher="Edit")],
+           "PreToolUse": [group("mam report blocked")],
+           "Stop": [group("mam report idle", "mam report done"),
+                    {"hooks": [{"type": "prompt", "command": "mam report idle"}]}]}
+    copies = [group("mam report idle")] * 3  # mam's own Stop group, three times over: one of its five entries
+    hooks.write_text(json.dumps({"hooks": {**own, "Stop": own["Stop"] + copies}}, indent=2) + "\n")
+    entry = codex_status(ws)[1]
+    assert entry["state"] == "partial" and str(entry["message"]).startswith("1 of mam's 5"), entry
+    assert entry["details"]["of"] == 3  # type: ignore[index]
+    assert ws.mam("hooks", "install", "--agent", "codex").returncode == 0
+    data = json.loads(hooks.read_text())["hooks"]
+    assert data["Stop"] == own["Stop"] + [group("mam report idle")]  # each of mam's once, the user's kept
+    assert data["PostToolUse"] == own["PostToolUse"] + [group("mam report working")]
+    assert ws.mam("hooks", "uninstall", "--agent", "codex").returncode == 0
+    assert json.loads(hooks.read_text()) == {"hooks": own}
+
+
+def test_install_never_makes_a_file_too_large_for_mam_to_read_back(ws: Workspace) -> None:
+    from mam.hooks.common import MAX_FILE
+
+    folder = codex(ws)
+    hooks = folder / "hooks.json"
+    head = '{"hooks": {}, "pad": "'
+    text = head + "x" * (MAX_FILE - len(head) - 3) + '"}\n'  # just under the bound: read, but no room for mam's
+    hooks.write_text(text)
+    proc = ws.mam("hooks", "install", "--agent", "codex")
+    assert proc.returncode == 1 and "too large" in proc.stdout, proc.stdout
+    assert hooks.read_text() == text and not (folder / "hooks.json.mam-backup").exists()
+
+
+def test_a_feature_switch_that_is_not_true_or_false_is_said(ws: Workspace) -> None:
+    folder = codex(ws)
+    (folder / "hooks.json").write_text(HOOKS)
+    forms = {'[features]\nhooks = "false"\n': "invalid", "features.hooks = false\n": "off",
+             "features = { hooks = true }\n": "on", "features = 1\n": "invalid",
+             '[features]\nhooks = 0\ncodex_hooks = true\n': "invalid", "[features]\ncodex_hooks = false\n": "off"}
+    for text, word in forms.items():
+        (folder / "config.toml").write_text(text)
+        entry = codex_status(ws)[1]
+        assert entry["details"]["feature"] == word, (text, entry)  # type: ignore[index]
+        if word == "invalid":
+            assert "not true or false" in str(entry["message"]) and "default applies" not in str(entry["message"])
+
+
+def test_a_hooks_json_with_crlf_line_ends_keeps_them(ws: Workspace) -> None:
+    folder = codex(ws)
+    hooks = folder / "hooks.json"
+    crlf = HOOKS.replace("\n", "\r\n").encode()
+    hooks.write_bytes(crlf)
+    assert ws.mam("hooks", "install", "--agent", "codex").returncode == 0
+    installed = hooks.read_bytes()
+    assert installed.count(b"\n") == installed.count(b"\r\n") > 10 and b"mam report idle" in installed
+    assert ws.mam("hooks", "uninstall", "--agent", "codex").returncode == 0
+    assert hooks.read_bytes() == crlf
+
+
+def test_json_numbers_mam_would_write_back_as_no_json_are_refused(ws: Workspace) -> None:
+    folder = codex(ws)
+    hooks = folder / "hooks.json"
+    for text in ('{"limit": NaN}\n', '{"limit": -Infinity}\n', '{"limit": 1e400}\n'):
+        hooks.write_text(text)
+        proc = ws.mam("hooks", "install", "--agent", "codex")
+        assert proc.returncode == 1 and "cannot parse" in proc.stdout, (text, proc.stdout)
+        assert hooks.read_text() == text
+
+
+def test_a_config_toml_with_crlf_line_ends_gets_mams_lines_in_crlf(ws: Workspace) -> None:
+    folder = codex(ws)
+    crlf = CONFIG.replace("\n", "\r\n").encode()
+    (folder / "config.toml").write_bytes(crlf)
+    assert ws.mam("hooks", "install", "--agent", "codex").returncode == 0
+    installed = (folder / "config.toml").read_bytes()
+    assert installed.endswith(crlf) and installed.count(b"\n") == installed.count(b"\r\n")
+    assert ws.mam_json("hooks", "status", "--agent", "codex")["hooks"][0]["state"] == "installed"
+    (folder / "config.toml.mam-backup").unlink()  # from the file itself
+    assert ws.mam("hooks", "uninstall", "--agent", "codex").returncode == 0
+    assert (folder / "config.toml").read_bytes() == crlf
+
+
+def test_without_home_codex_home_still_serves_and_the_others_say_why(ws: Workspace) -> None:
+    folder = Path(ws.env["HOME"]) / "codex-home"
+    folder.mkdir()
+    env = {**{k: v for k, v in ws.env.items() if k != "HOME"}, "CODEX_HOME": str(folder)}
+    proc = ws.mam("hooks", "install", env=env)
+    assert proc.returncode == 1 and "internal error" not in proc.stderr, proc.stdout + proc.stderr
+    assert "codex: " + str(folder / "hooks.json") + ": added" in proc.stdout, proc.stdout
+    assert "claude: $HOME is not set" in proc.stdout and (folder / "hooks.json").exists()
+    proc = ws.mam("hooks", "status", env=env)
+    assert proc.returncode == 0 and "claude: unreadable: $HOME is not set" in proc.stdout, proc.stdout + proc.stderr
+    assert "codex: installed" in proc.stdout
+
+
+def test_nothing_is_written_through_a_linked_hooks_json_or_backup(ws: Workspace) -> None:
+    folder = codex(ws)
+    target = Path(ws.env["HOME"]) / "elsewhere.json"
+    target.write_text(HOOKS)
+    (folder / "hooks.json").symlink_to(target)
+    for args in (["install"], ["install", "--dry-run"], ["uninstall"]):
+        proc = ws.mam("hooks", *args, "--agent", "codex")
+        assert proc.returncode == 1 and "symbolic link" in proc.stdout and "Traceback" not in proc.stderr
+        assert target.read_text() == HOOKS and (folder / "hooks.json").is_symlink()
+    # A backup that is a link is replaced by the backup, never written through.
+    (folder / "hooks.json").unlink()
+    (folder / "hooks.json").write_text(HOOKS.replace("guard.py", "guard2.py"))
+    (folder / "hooks.json.mam-backup").symlink_to(target)
+    assert ws.mam("hooks", "install", "--agent", "codex").returncode == 0
+    assert target.read_text() == HOOKS and not (folder / "hooks.json.mam-backup").is_symlink()
+
+
+def test_report_returns_on_an_endless_or_trickling_stdin(ws: Workspace) -> None:
+    import threading
+
+    from mam.report import drain
+
+    env = {**{k: v for k, v in ws.env.items() if k != "TMUX_PANE"}, "MAM_AGENT": "fixer"}
+    with open("/dev/zero", "rb") as zero:  # endless: stops at its size bound
+        start = time.monotonic()
+        proc = subprocess.run([sys.executable, "-m", "mam", "report", "idle"], env=env, cwd=ws.root, stdin=zero,
+                              capture_output=True, timeout=30)
+    assert proc.returncode == 0 and time.monotonic() - start < 5, proc.stderr
+    read_fd, write_fd = os.pipe()
+    stop = threading.Event()
+
+    def trickle() -> None:  # a byte every 0.05 s, never silent for the idle time
+        while not stop.wait(0.05):
+            os.write(write_fd, b"x")
+
+    writer = threading.Thread(target=trickle)
+    writer.start()
+    try:
+        start = time.monotonic()
+        assert drain(read_fd, idle=0.5, total=0.6) > 0
+        assert time.monotonic() - start < 1.5  # the total bound, however slowly it writes
+    finally:
+        stop.set()
+        writer.join(timeout=5)
+        os.close(read_fd)
+        os.close(write_fd)
+
+
+def test_uninstall_says_when_it_moves_the_users_groups_whose_trust_codex_keys_by_place(ws: Workspace) -> None:
+    folder = codex(ws)
+    hooks = folder / "hooks.json"
+    hooks.write_text(HOOKS)
+    assert ws.mam("hooks", "install", "--agent", "codex").returncode == 0
+    proc = ws.mam("hooks", "uninstall", "--agent", "codex", "--dry-run")
+    assert "moved" not in proc.stdout  # mam's groups are last: nothing of the user's moves
+    data = json.loads(hooks.read_text())
+    data["hooks"]["Stop"].append({"hooks": [{"type": "command", "command": "say done"}]})  # after mam's
+    hooks.write_text(json.dumps(data, indent=2) + "\n")
+    proc = ws.mam("hooks", "uninstall", "--agent", "codex")
+    assert proc.returncode == 0
+    line = [line for line in proc.stdout.splitlines() if "hooks.json" in line][0]
+    assert "1 of the user's groups moved" in line and "trust" in line, line
+    assert json.loads(hooks.read_text())["hooks"]["Stop"][1]["hooks"][0]["command"] == "say done"

@@ -31,8 +31,11 @@ def _run(ctx: typer.Context, as_json: bool, agents: list[str] | None, step: Any)
             plain = ("mam's hooks are installed", "mam's hooks are not installed")
             head = next((p for p in plain if said.startswith(p)), None)
             said = change.state + said[len(head):] if head else f"{change.state}: {said}"
-        lines.append(visible(f"{change.agent}: {said} ({change.file})" if change.action == "status"
-                             else f"{change.agent}: {change.file}: {said}"))
+        if not change.file:  # no place for it ($HOME unset)
+            lines.append(visible(f"{change.agent}: {said}"))
+        else:
+            lines.append(visible(f"{change.agent}: {said} ({change.file})" if change.action == "status"
+                                 else f"{change.agent}: {change.file}: {said}"))
         if change.diff and not call.json and change.action.startswith("would"):
             lines.extend(visible(line) for line in change.diff.rstrip("\n").split("\n"))
     emit(doc, call.json, "\n".join(lines))

@@ -49,7 +49,8 @@ def add(text: str | None) -> str:
     if "notify" in data:
         raise Unparsable(f"it already has notify = {data['notify']!r}: Codex runs one notify program, and mam "
                          "would replace yours (make yours run `mam report idle` too)")
-    return f"{MARK}\n{NOTIFY}\n" + (text or "")
+    end = "\r\n" if text and "\r\n" in text else "\n"  # the file's own line ends
+    return f"{MARK}{end}{NOTIFY}{end}" + (text or "")
 
 
 def _our_lines(lines: list[str]) -> list[int]:
@@ -101,14 +102,17 @@ LABELS = {"SessionStart": "session_start", "UserPromptSubmit": "user_prompt_subm
 
 
 def switch(settings: dict[str, Any]) -> str:
-    """`on`, `off` or `default` (not set): the feature Codex's lifecycle hooks run under, `[features] hooks`
-    (the older key `codex_hooks` where `hooks` is not set)."""
-    features = settings.get("features")
+    """`on`, `off`, `default` (not set) or `invalid`: the feature Codex's lifecycle hooks run under,
+    `[features] hooks` (the older key `codex_hooks` where `hooks` is not set). Codex reads `[features]` as a
+    table of true or false (FeaturesToml): any other value there (`hooks = "false"`) is no default, but a
+    config.toml Codex does not take."""
+    features = settings.get("features", {})
     if not isinstance(features, dict):
-        return "default"
+        return "invalid"
     for key in ("hooks", "codex_hooks"):
-        if isinstance(features.get(key), bool):
-            return "on" if features[key] else "off"
+        if key in features:
+            value = features[key]
+            return ("on" if value else "off") if isinstance(value, bool) else "invalid"
     return "default"
 
 
@@ -126,7 +130,7 @@ def trust(hooks_text: str, path: Path, settings: dict[str, Any]) -> tuple[int, i
         source = parts[0].removeprefix("file:")
         if source in names and parts[2].isdigit() and parts[3].isdigit():
             by_place[(parts[1], int(parts[2]), int(parts[3]))] = state
-    ours = [(LABELS.get(event, event), group, handler) for event, group, handler in groups_of_ours(hooks_text)]
+    ours = [(LABELS.get(event, event), group, handler) for event, group, handler in groups_of_ours(hooks_text, EVENTS)]
     trusted = sum(1 for place in ours if isinstance(by_place.get(place, {}).get("trusted_hash"), str))
     disabled = sum(1 for place in ours if by_place.get(place, {}).get("enabled") is False)
     return len(ours), trusted, disabled
@@ -142,7 +146,9 @@ def notes(text: str | None, env: Mapping[str, str]) -> tuple[str, dict[str, obje
                     "(mam leaves that switch to you)",
              "on": "; Codex's hooks are switched on in config.toml ([features])",
              "default": "; config.toml does not set [features] hooks: Codex's default applies (on, in the "
-                        "source mam was checked against)"}[on]
+                        "source mam was checked against)",
+             "invalid": "; config.toml's [features] hooks (or features itself) is not true or false: Codex reads "
+                        "only those there, and may refuse the file"}[on]
     if text is not None:
         count_, trusted, disabled = trust(text, hooks_json(env), settings)
         details.update({"trusted": trusted, "disabled": disabled, "of": count_})
@@ -154,4 +160,4 @@ def notes(text: str | None, env: Mapping[str, str]) -> tuple[str, dict[str, obje
     return words, details
 
 
-HOOKS = make("codex", hooks_json, EVENTS, notes=notes)
+HOOKS = make("codex", hooks_json, EVENTS, notes=notes, by_place=True)

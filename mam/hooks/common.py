@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import difflib
 import os
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,17 +11,12 @@ from pathlib import Path
 from mam.errors import MamError
 
 PROGRAM = "mam"  # found on the agent's PATH when its hook runs
-COMMAND = re.compile(r"(?:\S*/)?mam report (working|blocked|idle|done)")
 BACKUP_SUFFIX = ".mam-backup"
 MAX_FILE = 4 * 1024 * 1024
 
 
 def command(state: str) -> str:
     return f"{PROGRAM} report {state}"
-
-
-def is_ours(text: object) -> bool:
-    return isinstance(text, str) and COMMAND.fullmatch(text.strip()) is not None
 
 
 class Unparsable(Exception):
@@ -55,6 +49,9 @@ class KindFile:
     count: Callable[[str], tuple[int, int]]  # (mam's entries found, mam's entries a full install has)
     # status only: (words added to its message, details) from the file's text (None: no file) and the environment
     notes: Callable[[str | None, Mapping[str, str]], tuple[str, dict[str, object]]] | None = None
+    # uninstall only, where the agent keys its user's choices by a hook's place (Codex's trust): the user's groups
+    # that taking mam's out moves up their lists
+    moved: Callable[[str], int] | None = None
 
 
 def home(env: Mapping[str, str]) -> Path:
@@ -67,14 +64,19 @@ def home(env: Mapping[str, str]) -> Path:
 def read(path: Path) -> str | None:
     from mam.safefile import read_text
 
-    return read_text(path, path, MAX_FILE, "settings file")
+    # the error's code (a FIFO, a folder, too large, not UTF-8): each caller refuses that one file
+    return read_text(path, path, MAX_FILE, "operation_failed")
 
 
 def refuse_link(path: Path) -> None:
-    """A settings file that is a symbolic link is never written through nor replaced: refused, naming it."""
+    """A settings file that is a symbolic link is never written through nor replaced: refused, naming it. So is
+    one whose folder is a link ($CODEX_HOME, ~/.claude): write would refuse it, and --dry-run must say so too."""
     if path.is_symlink():
         raise MamError("operation_failed", f"{path}: the settings file is a symbolic link: refusing to write it",
                        hint="edit the file it points to yourself, or replace the link with a copy")
+    if path.parent.is_symlink():
+        raise MamError("operation_failed", f"{path.parent}: the settings folder is a symbolic link: refusing to "
+                       "write in it", hint="give the folder it points to instead, or edit the file yourself")
 
 
 def mode_of(path: Path) -> int:
@@ -89,14 +91,17 @@ def write(path: Path, text: str | None, mode: int | None = None) -> None:
     """Replace `path` whole with `text` (None: remove it), with `mode`, else keeping its own."""
     from mam.safefile import open_folder, replace_in
 
-    if text is None:
-        path.unlink(missing_ok=True)
-        return
     if mode is None:
         mode = mode_of(path)
-    folder = open_folder(path.parent, "settings folder")
+    folder = open_folder(path.parent, "settings folder")  # never a linked folder, to write or to remove in
     try:
-        replace_in(folder, path.name, text.encode(), mode)
+        if text is None:
+            try:
+                os.unlink(path.name, dir_fd=folder)
+            except FileNotFoundError:
+                pass
+        else:
+            replace_in(folder, path.name, text.encode(), mode)
     finally:
         os.close(folder)
 
