@@ -69,3 +69,24 @@ def write_registry(workspace: str, rows: list[dict[str, Any]]) -> None:
 
     os.makedirs(os.path.join(workspace, ".mam"), exist_ok=True)
     Path(workspace, ".mam", "agent-sessions.yaml").write_text(registry_text.dump({"version": 1, "sessions": rows}))
+
+
+def write_section(heading: str, section: str, key: str, result: dict[str, Any]) -> None:
+    """`section` (which starts with `heading`) into bench/RESULTS.md in place of an earlier one, or at its end,
+    and `result` into bench/results.json under `key`: for a benchmark that runs alone with --write."""
+    import json
+
+    bench = Path(__file__).resolve().parent
+    path = bench / "RESULTS.md"
+    text = path.read_text() if path.exists() else "# Results\n"
+    if heading in text:
+        head, _, rest = text.partition(heading)
+        tail = rest.split("\n## ", 1)
+        text = head + section + ("\n## " + tail[1] if len(tail) > 1 else "")
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    path.write_text(text)
+    data_path = bench / "results.json"
+    data = json.loads(data_path.read_text()) if data_path.exists() else {}
+    data[key] = result
+    data_path.write_text(json.dumps(data, indent=1) + "\n")

@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import median, run_ms, write_registry
+from common import median, run_ms, write_registry, write_section
 from tmux_status import tmux_servers
 
 BENCH = Path(__file__).resolve().parent
@@ -217,19 +217,7 @@ def section(result: dict[str, Any], block: int = 10) -> str:
 
 
 def write(result: dict[str, Any], block: int) -> None:
-    path = BENCH / "RESULTS.md"
-    text = path.read_text() if path.exists() else "# Results\n"
-    if HEADING in text:
-        head, _, rest = text.partition(HEADING)
-        tail = rest.split("\n## ", 1)
-        text = head + section(result, block) + ("\n## " + tail[1] if len(tail) > 1 else "")
-    else:
-        text = text.rstrip("\n") + "\n\n" + section(result, block)
-    path.write_text(text)
-    data_path = BENCH / "results.json"
-    data = json.loads(data_path.read_text()) if data_path.exists() else {}
-    data["fanout_marginal"] = result
-    data_path.write_text(json.dumps(data, indent=1) + "\n")
+    write_section(HEADING, section(result, block), "fanout_marginal", result)
 
 
 def main() -> None:

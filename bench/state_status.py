@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from common import interleaved, median
+from common import interleaved, median, write_section
 from tmux_status import tmux_servers
 
 BENCH = Path(__file__).resolve().parent
@@ -109,19 +109,7 @@ def section(result: dict[str, Any], alone: bool = False) -> str:
 
 def write(result: dict[str, Any]) -> None:
     """This section into RESULTS.md (in place of an earlier one), the samples into results.json."""
-    path = BENCH / "RESULTS.md"
-    text = path.read_text() if path.exists() else "# Results\n"
-    if HEADING in text:
-        head, _, rest = text.partition(HEADING)
-        tail = rest.split("\n## ", 1)
-        text = head + section(result, True) + ("\n## " + tail[1] if len(tail) > 1 else "")
-    else:
-        text = text.rstrip("\n") + "\n\n" + section(result, True)
-    path.write_text(text)
-    data_path = BENCH / "results.json"
-    data = json.loads(data_path.read_text()) if data_path.exists() else {}
-    data["state"] = result
-    data_path.write_text(json.dumps(data, indent=1) + "\n")
+    write_section(HEADING, section(result, True), "state", result)
 
 
 def main() -> None:

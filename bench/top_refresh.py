@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import interleaved, median
+from common import interleaved, median, write_section
 from state_status import servers_with_agents
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -93,22 +93,7 @@ def section(result: dict[str, Any], alone: bool = False) -> str:
 
 def write(result: dict[str, Any]) -> None:
     """This section into RESULTS.md (in place of an earlier one), the samples into results.json."""
-    import json
-
-    bench = Path(__file__).resolve().parent
-    path = bench / "RESULTS.md"
-    text = path.read_text() if path.exists() else "# Results\n"
-    if HEADING in text:
-        head, _, rest = text.partition(HEADING)
-        tail = rest.split("\n## ", 1)
-        text = head + section(result, True) + ("\n## " + tail[1] if len(tail) > 1 else "")
-    else:
-        text = text.rstrip("\n") + "\n\n" + section(result, True)
-    path.write_text(text)
-    data_path = bench / "results.json"
-    data = json.loads(data_path.read_text()) if data_path.exists() else {}
-    data["top"] = result
-    data_path.write_text(json.dumps(data, indent=1) + "\n")
+    write_section(HEADING, section(result, True), "top", result)
 
 
 def main() -> None:
