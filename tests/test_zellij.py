@@ -170,6 +170,21 @@ def test_a_live_session_zellij_says_for_a_moment_it_cannot_find_is_unknown(ws: W
     assert doc["servers"][0]["state"] == "unknown" and doc["sessions"][0]["live"] == "unknown"
 
 
+@pytest.mark.parametrize(("silent", "live"), [(2, "alive"), (3, "unknown")])
+def test_a_listing_a_busy_server_left_silent_is_asked_again(ws: Workspace, zellij: Zellij, silent: int,
+                                                            live: str) -> None:
+    # zellij lets an action's client go after 1 s (zellij-server route.rs ACTION_COMPLETION_TIMEOUT): on a busy
+    # server `list-panes` prints nothing and exits 0. That is no answer: asked again, three times in all; past
+    # that the session is unknown, never a session without agents.
+    zellij.state({"work": {"panes": [pane(1, "coder")]}},
+                 faults={"list-panes": {"stdout": "", "stderr": "", "exit": 0, "times": silent}})
+    ws.write_registry("sessions:\n  - {name: coder, backend: zellij, server: work, status: running}\n")
+    doc = ws.mam_json("status")
+    assert doc["sessions"][0]["live"] == live
+    asked = len([c for c in zellij.calls() if "list-panes" in c["argv"]])
+    assert asked == 3 if live == "unknown" else asked > silent  # the listing, then what reads the panes after
+
+
 @pytest.mark.parametrize("version", ["0.44.1", "0.45.1"])
 def test_both_zellij_releases_mam_supports(ws: Workspace, zellij: Zellij, version: str) -> None:
     ws.env["FAKE_ZELLIJ_VERSION"] = version

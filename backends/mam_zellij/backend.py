@@ -50,6 +50,8 @@ POLL_INTERVAL = 0.05
 # A new agent is watched this long: a program that ends within it "exited at once", and its spawn fails with
 # the reason instead of leaving a row that says running.
 EXIT_WINDOW = 0.3
+# How often a listing that came back empty (zellij let a busy server's client go) is asked in all.
+LISTING_TRIES = 3
 # How long a `run` that printed no pane id (zellij's own 1 s wait for the action passed) is given to show its pane.
 NEW_PANE_WAIT = 5.0
 
@@ -184,8 +186,14 @@ class ZellijBackend:
         return self._list_panes(server, ctx, parse_panes)
 
     def _list_panes(self, server: str, ctx: CallContext, parse: Callable[[str], T]) -> T | Failure:
-        result = self._run(["--session", server, "action", "list-panes", "--json"], timeout=ctx.timeout,
-                           env=ctx.env)
+        """The session's panes. zellij gives an action 1 s (zellij-server route.rs ACTION_COMPLETION_TIMEOUT);
+        past it the client is let go and prints nothing, exit 0: a busy server's silence is no answer, and a
+        listing is asked again (at most LISTING_TRIES times) before it is a failure."""
+        for _ in range(LISTING_TRIES):
+            result = self._run(["--session", server, "action", "list-panes", "--json"], timeout=ctx.timeout,
+                               env=ctx.env)
+            if result.returncode != 0 or result.stdout.strip() or result.stderr.strip():
+                break
         if any(marker in result.stdout + result.stderr for marker in _NOT_FOUND):
             return Failure(self.name, server, result)  # exit 0 or not: zellij's exit codes lie
         return parse_or_failure(self.name, server, result, parse)
