@@ -84,12 +84,19 @@ def check_host(host: str) -> str:
     raise MamError("usage", f"invalid host {shown(host, quote='repr', cut='value')}: {problem}")
 
 
-def check_utf8(value: str, what: str) -> str:
-    """`value` when it is UTF-8 text; bytes that are not arrive from argv or a file as surrogates, which no
-    backend, pane or registry can take: refused (usage) naming `what`, the bad bytes written out."""
+def is_utf8(value: str) -> bool:
+    """Whether `value` is UTF-8 text: bytes that are not arrive from argv, a file or the environment as
+    surrogates, which no backend, pane or registry can take."""
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
+        return False
+    return True
+
+
+def check_utf8(value: str, what: str) -> str:
+    """`value` when it is UTF-8 text (is_utf8); else refused (usage) naming `what`, the bad bytes written out."""
+    if not is_utf8(value):
         raise MamError("usage", f"{what} {shown(value)}: not UTF-8 text",
-                       hint="give it as UTF-8 (each \\udcXX is a byte XX that is not)") from None
+                       hint="give it as UTF-8 (each \\udcXX is a byte XX that is not)")
     return value

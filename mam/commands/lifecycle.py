@@ -30,7 +30,7 @@ from mam.launch import (
     with_env,
     write_change,
 )
-from mam.names import check_name, check_utf8
+from mam.names import check_name, check_utf8, is_utf8
 from mam.plugin.records import BackendSpec, CallContext, ServerState
 from mam.progress import waiting
 from mam.registry import Row, RowKey
@@ -182,14 +182,6 @@ def remote_directory(app: App, cwd: str | None, host: str) -> Path:
     return Path(cwd)
 
 
-def _is_utf8(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def spawn_document(app: App, name: str, *, agent: str | None, server: str | None, cwd: str | None,
                    command: str | None, args: list[str], env_names: list[str] | None = None,
                    progress: bool = False, host: str | None = None) -> dict[str, Any]:
@@ -220,7 +212,7 @@ def _spawn(app: App, name: str, agent: str | None, server: str, cwd: str | None,
     names = check_env_names(app, env_names or [])
     assignments, unset = env_assignments(app, names)
     for assignment in assignments:  # the value is never shown: it may be a secret
-        if not assignment.isascii() and not _is_utf8(assignment):
+        if not is_utf8(assignment):
             raise MamError("usage", f"--env {assignment.partition('=')[0]}: its value is not UTF-8 text",
                            hint="set it as UTF-8, or leave that --env out")
     if unset:
