@@ -41,13 +41,10 @@ def exec_argv(command: str) -> list[str]:
     return argv
 
 
-def markup_escape(text: str) -> str:
-    """`text` shown as itself in notify-send's body, which reads `<`, `>` and `&` as markup."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
 def notification_argv(change: Mapping[str, Any]) -> list[str]:
     """notify-send's argv for one change: title and body are data (after `--`), escaped for one line each."""
+    import html
+
     from mam.render import visible
 
     on = f" on {change['host']}" if change.get("host") else ""
@@ -55,8 +52,8 @@ def notification_argv(change: Mapping[str, Any]) -> list[str]:
     evidence = change.get("evidence") or {}
     detail = evidence.get("line") or evidence.get("rule") or evidence.get("fact") or ""
     # The body is markup to notify-send (a name `<b>` or `a&b` would be read as a tag or an entity): escaped.
-    body = markup_escape(visible(f"{change['backend']} server {change['server']}{on}" +
-                                 (f": {detail}" if detail else "")))
+    body = html.escape(visible(f"{change['backend']} server {change['server']}{on}" +
+                               (f": {detail}" if detail else "")), quote=False)
     urgency = "critical" if change["to"] == "blocked" else "normal"
     return [NOTIFY_SEND, "--app-name=mam", f"--urgency={urgency}", "--", title, body]
 
