@@ -452,3 +452,12 @@ def test_uninstall_says_when_it_moves_the_users_groups_whose_trust_codex_keys_by
     line = [line for line in proc.stdout.splitlines() if "hooks.json" in line][0]
     assert "1 of the user's groups moved" in line and "trust" in line, line
     assert json.loads(hooks.read_text())["hooks"]["Stop"][1]["hooks"][0]["command"] == "say done"
+
+
+def test_a_users_own_notify_is_named_in_one_short_line(ws: Workspace) -> None:
+    folder = codex(ws)
+    (folder / "config.toml").write_text(f'notify = ["{"x" * 5000}", "\\n[bad]"]\n')
+    proc = ws.mam("hooks", "install", "--agent", "codex")
+    assert proc.returncode == 1
+    line = next(x for x in proc.stdout.splitlines() if "config.toml" in x)
+    assert "already has notify" in line and len(line) < 400 + len(str(folder)), line

@@ -24,6 +24,7 @@ from typing import Any
 
 from mam.hooks.common import PROGRAM, KindFile, Unparsable, home, read
 from mam.hooks.jsonhooks import Event, groups_of_ours, make
+from mam.quote import shown
 
 MARK = "# mam hooks install: Codex runs this at the end of each turn (`mam hooks uninstall` removes it)"
 NOTIFY = f'notify = ["{PROGRAM}", "report", "idle"]'
@@ -47,7 +48,8 @@ def _parse(text: str) -> dict[str, Any]:
 def add(text: str | None) -> str:
     data = _parse(text) if text is not None else {}
     if "notify" in data:
-        raise Unparsable(f"it already has notify = {data['notify']!r}: Codex runs one notify program, and mam "
+        raise Unparsable(f"it already has notify = {shown(data['notify'], quote='repr')}: Codex runs one notify "
+                         "program, and mam "
                          "would replace yours (make yours run `mam report idle` too)")
     end = "\r\n" if text and "\r\n" in text else "\n"  # the file's own line ends
     return f"{MARK}{end}{NOTIFY}{end}" + (text or "")
