@@ -235,6 +235,14 @@ def test_install_keeps_the_files_mode_in_the_file_and_its_backup(ws: Workspace, 
     assert path.stat().st_mode & 0o777 == 0o600
 
 
+def test_the_backup_never_copies_setuid_or_setgid(ws: Workspace) -> None:
+    path = write_user_file(ws, "claude")
+    path.chmod(0o6640)
+    assert ws.mam("hooks", "install", "--agent", "claude").returncode == 0
+    backup = path.parent / (path.name + ".mam-backup")
+    assert (path.stat().st_mode & 0o7777, backup.stat().st_mode & 0o7777) == (0o640, 0o640)
+
+
 @pytest.mark.parametrize("kind", ["claude", "codex"])
 def test_a_settings_file_that_is_a_link_is_refused_and_nothing_is_written(ws: Workspace, kind: str) -> None:
     target = Path(ws.env["HOME"]) / "elsewhere"

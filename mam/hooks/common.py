@@ -80,9 +80,10 @@ def refuse_link(path: Path) -> None:
 
 
 def mode_of(path: Path) -> int:
-    """The permission bits of `path` itself (0644 when there is none)."""
+    """The read, write and execute bits of `path` itself (0644 when there is none); never setuid, setgid or
+    sticky, which a settings file has no use for and a backup must not copy."""
     try:
-        return path.lstat().st_mode & 0o7777
+        return path.lstat().st_mode & 0o777
     except FileNotFoundError:
         return 0o644
 
