@@ -18,7 +18,7 @@ DryRun = Annotated[bool, typer.Option("--dry-run", help="show the diff, change n
 
 def _run(ctx: typer.Context, as_json: bool, agents: list[str] | None, step: Any) -> int:
     call = begin(ctx, as_json)
-    from mam.hooks.ops import chosen
+    from mam.hooks.ops import PLAIN, chosen
     from mam.render import visible
 
     changes = [step(kind, dict(os.environ)) for kind in chosen(agents or [])]
@@ -28,9 +28,8 @@ def _run(ctx: typer.Context, as_json: bool, agents: list[str] | None, step: Any)
         # status: its word first (installed, partial, absent, unreadable), as docs/cli.md names them
         said = change.message
         if change.action == "status" and change.state:
-            plain = ("mam's hooks are installed", "mam's hooks are not installed")
-            head = next((p for p in plain if said.startswith(p)), None)
-            said = change.state + said[len(head):] if head else f"{change.state}: {said}"
+            plain = PLAIN.get(change.state, "")
+            said = change.state + said[len(plain):] if plain and said.startswith(plain) else f"{change.state}: {said}"
         if not change.file:  # no place for it ($HOME unset)
             lines.append(visible(f"{change.agent}: {said}"))
         else:

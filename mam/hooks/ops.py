@@ -135,6 +135,10 @@ def _same(kind: KindFile, saved: str, new: str | None) -> bool:
         return False
 
 
+# What status says for a state that needs no more words; the command line shows the state word alone instead.
+PLAIN = {"installed": "mam's hooks are installed", "absent": "mam's hooks are not installed"}
+
+
 def status(kind: KindFile, env: Mapping[str, str]) -> Change:
     try:
         path = kind.path(env)
@@ -148,9 +152,7 @@ def status(kind: KindFile, env: Mapping[str, str]) -> Change:
         else:
             found, full = kind.count(text)
             state = "installed" if found == full else "partial" if found else "absent"
-            message = {"installed": "mam's hooks are installed",
-                       "partial": f"{found} of mam's {full} hooks are installed",
-                       "absent": "mam's hooks are not installed"}[state]
+            message = PLAIN.get(state) or f"{found} of mam's {full} hooks are installed"
     except (Unparsable, MamError) as exc:
         reason = exc.message if isinstance(exc, MamError) else str(exc)
         state, message, text = "unreadable", f"cannot parse it: {reason}", None
