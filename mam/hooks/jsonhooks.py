@@ -22,10 +22,11 @@ Event = tuple[str, str | None, str]  # the event, its matcher (None: none), the 
 
 def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """An object's keys, each once: a key twice would keep only its last value once mam writes the file back."""
-    data = dict(pairs)
-    if len(data) != len(pairs):
-        twice = next(key for i, (key, _) in enumerate(pairs) if key in dict(pairs[:i]))
-        raise Unparsable(f"the key {twice[:40]!r} is in one object twice")
+    data: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in data:
+            raise Unparsable(f"the key {key[:40]!r} is in one object twice")
+        data[key] = value
     return data
 
 
