@@ -364,7 +364,10 @@ class ZellijKit:
                 if " [Created " in line and "(EXITED" not in line]
 
     def panes(self, session: str) -> list[dict[str, Any]]:
-        out = self.run("--session", session, "action", "list-panes", "--json")
+        for _ in range(3):  # zellij lets a busy server's client go after 1 s, silent, exit 0: asked again
+            out = self.run("--session", session, "action", "list-panes", "--json")
+            if out.returncode != 0 or out.stdout.strip():
+                break
         assert out.returncode == 0, out.stderr
         panes: list[dict[str, Any]] = json.loads(out.stdout)
         return panes

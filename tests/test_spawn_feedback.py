@@ -88,7 +88,8 @@ def test_a_program_that_exits_at_once_fails_with_its_status(ws: Workspace, tmux:
 @needs_tmux
 def test_the_last_line_a_program_printed_is_its_reason(ws: Workspace, tmux: Tmux) -> None:
     server = tmux.name()
-    command = "sh -c 'echo starting; printf \"\\033[31mmissing API key\\033[0m\\n\" >&2; exit 3'"
+    # sleep 0.05: its last line reaches tmux before it is reaped (see test_lifecycle_tmux's dying agents)
+    command = "sh -c 'echo starting; printf \"\\033[31mmissing API key\\033[0m\\n\" >&2; sleep 0.05; exit 3'"
     proc = ws.mam("spawn", "k1", "--server", server, "--command", command, "--json")
     assert proc.returncode == 1
     message = json.loads(proc.stdout)["error"]["message"]
