@@ -48,7 +48,8 @@ def parse_panes(stdout: str) -> tuple[Agent, ...]:
             raise ValueError(f"a pane line of {len(fields)} fields")
         name, pane_id, cwd = fields
         if name != KEEPALIVE:
-            agents.setdefault(name, Agent(name=name, cwd=cwd, pane_id=pane_id))  # a session's first pane
+            # tmux shows no cwd for a pane whose program has only just started: not known, never ""
+            agents.setdefault(name, Agent(name=name, cwd=cwd or None, pane_id=pane_id))  # a session's first pane
     return tuple(agents.values())
 
 
