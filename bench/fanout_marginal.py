@@ -92,11 +92,7 @@ def _plans(env: dict[str, str], workspace: str, servers: list[str], tmp: str) ->
                                                                            tmux.LIST_FORMAT]
         out = subprocess.run(listing, env=call_env, capture_output=True, text=True, check=True, timeout=30).stdout
         panes = [a.pane_id for a in tmux.parse_panes(out) if a.pane_id]
-        capture: list[str] = []
-        for pane_id in panes:  # as TmuxBackend._capture builds it (the panes are fewer than CAPTURE_BATCH)
-            capture += [";"] if capture else []
-            capture += ["display-message", "-p", "-t", pane_id, tmux._header(nonce), ";",
-                        "capture-pane", "-p", "-J", "-t", pane_id]
+        capture = tmux.capture_args(panes, nonce)  # as TmuxBackend._capture builds it (fewer than CAPTURE_BATCH)
         jobs[LISTING][server] = [listing]
         jobs[STATES][server] = [listing, tmux.base_argv(server, query=True, env=app.backend_env) + capture]
     plans = {}

@@ -135,9 +135,10 @@ def read_capture(library: Library, kinds: tuple[str | None, ...], capture: PaneC
     if capture.dead:
         # Its program has ended: not idle, whatever the last screen shows.
         return unknown("the pane's program has ended", "screen", "pane_dead", capture.dead_status or "exited")
-    if capture.text is None:
-        return unknown("the backend gave no screen text")
-    from mam.kinds.classify import classify_screen
+    from mam.kinds.classify import classify_screen, clean
+
+    if capture.text is None:  # the backend's reason may quote its multiplexer: cleaned as a screen line is
+        return unknown(clean(capture.unread)[:200] if capture.unread else "the backend gave no screen text")
 
     verdict = classify_screen(library, kind_of(library, kinds, capture.command), capture.text, budget,
                               capture.below_cursor)
@@ -179,7 +180,10 @@ def server_states(plugins: Plugins, backend_name: str, server: str, agents: tupl
         return {**out, **{a.name or "": unknown(f"backend {backend_name} gives no agent state") for a in rest}}
     if isinstance(captured, Failure):
         error = plugins.classify(backend, captured)
-        return {**out, **{a.name or "": unknown(f"capture failed: {error.message[:200]}") for a in rest}}
+        from mam.kinds.classify import clean
+
+        why = clean(error.message)[:200]  # the multiplexer's own words: cleaned as every quoted line is
+        return {**out, **{a.name or "": unknown(f"capture failed: {why}") for a in rest}}
     for agent in rest:
         name = agent.name or ""
         out[name] = Screen((kinds.get(name), agent.agent), captured.get(name), stale_after)

@@ -47,11 +47,13 @@ def read_remains(app: App, rows: Iterable[Row]) -> dict[RowKey, Remains]:
 
 
 def _shown_line(line: str, assignments: list[str]) -> str:
-    """`line` as a row keeps it: printable, its secret values hidden and only then cut to LINE_CHARS (a cut
-    first could leave a piece of a value too short for hide_values to know it)."""
+    """`line` as a row keeps it: cleaned as every quoted line is (mam.kinds.classify.clean: no control, format or
+    invisible character), its secret values hidden and only then cut to LINE_CHARS (a cut first could leave a
+    piece of a value too short for hide_values to know it)."""
+    from mam.kinds.classify import clean
     from mam.masking import hide_values
 
-    text = hide_values("".join(c for c in line if c.isprintable()), assignments).rstrip()
+    text = hide_values(clean(line), assignments).rstrip()
     return text if len(text) <= LINE_CHARS else text[:LINE_CHARS - 3] + "..."
 
 

@@ -69,20 +69,48 @@ def write(workspace: str, agent: str, document: dict[str, object]) -> None:
     """`.mam/reports/<agent>.json` of `workspace`, replaced whole; no folder on the way is a followed link."""
     from pathlib import Path
 
-    from mam.safefile import open_folder, replace_in
+    from mam.safefile import replace_in
 
     root = Path(workspace)
     if not root.is_dir():
         raise OSError(f"$MAM_WORKSPACE {workspace}: not a directory")
-    dot_mam = open_folder(root / ".mam", "workspace's .mam folder")
+    folder = reports_folder(root / ".mam", make=True)
+    if folder is None:  # never: made, or refused with a MamError
+        raise OSError(f"{root / '.mam' / FOLDER}: cannot open the reports folder")
     try:
-        folder = open_folder(root / ".mam" / FOLDER, "reports folder", dot_mam)
-        try:
-            replace_in(folder, f"{agent}.json", (json.dumps(document) + "\n").encode(), 0o644)
-        finally:
-            os.close(folder)
+        replace_in(folder, f"{agent}.json", (json.dumps(document) + "\n").encode(), 0o644)
     finally:
-        os.close(dot_mam)
+        os.close(folder)
+
+
+def reports_folder(dot_mam: object, make: bool = False) -> int | None:
+    """A descriptor of the reports folder of `dot_mam` (`.mam`), with neither `.mam` nor `reports` followed when
+    it is a symbolic link: a repository can commit either as a link to a folder anyone may write, where a report
+    would be anyone's. Writing, reading and removing reports all open it here, so they refuse the same links.
+    With `make`, missing folders are made and a link is refused as operation_failed (MamError); without, None
+    when either is missing, a link or not a folder (nothing is made: a query never writes)."""
+    if make:
+        from pathlib import Path
+
+        from mam.safefile import open_folder
+
+        dot_path = Path(str(dot_mam))
+        dot = open_folder(dot_path, "workspace's .mam folder")
+        try:
+            return open_folder(dot_path / FOLDER, "reports folder", dot)
+        finally:
+            os.close(dot)
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        dot = os.open(str(dot_mam), flags)
+    except OSError:
+        return None
+    try:
+        return os.open(FOLDER, flags, dir_fd=dot)
+    except OSError:
+        return None
+    finally:
+        os.close(dot)
 
 
 def drain(fd: int = 0, limit: int = DRAIN_MAX, idle: float = DRAIN_IDLE, total: float = DRAIN_TOTAL) -> int:
@@ -160,18 +188,10 @@ def identity(spawn_env: bool, remote: bool, name: str, dot_mam: object) -> list[
 
 def remove_old(dot_mam: object, name: str) -> None:
     """Remove `.mam/reports/<name>.json` itself: a link there is unlinked, never its target, and neither `.mam`
-    nor its reports folder is followed when it is a link (a report would never be written through one)."""
-    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-    try:
-        dot = os.open(str(dot_mam), flags)
-    except OSError:
+    nor its reports folder is followed when it is a link (reports_folder: a report is never written there)."""
+    folder = reports_folder(dot_mam)
+    if folder is None:
         return
-    try:
-        folder = os.open(FOLDER, flags, dir_fd=dot)
-    except OSError:
-        return
-    finally:
-        os.close(dot)
     try:
         os.unlink(f"{name}.json", dir_fd=folder)
     except OSError:

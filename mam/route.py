@@ -110,7 +110,7 @@ def run_remote(route: Route, argv: Sequence[str], *, timeout: float, env: Mappin
     raw = route.transport.clean(runner.run_local(wrapped, timeout=timeout, env=route.ssh_env(env), limit=limit,
                                                  stdin=stdin))
     if raw.os_error == runner.over_limit(wrapped[0], limit):  # the remote command's answer, not ssh's failure
-        return CommandResult(args, None, timeout=timeout, transport_error=ServerError(
+        return CommandResult(args, None, timeout=timeout, over_limit=True, transport_error=ServerError(
             ErrorKind.UNKNOWN, f"ssh to {host}: {runner.over_limit(args[0], limit)}"))
     error = route.transport.classify(raw)
     if error is not None:

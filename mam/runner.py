@@ -288,7 +288,7 @@ def run_local(argv: Sequence[str], *, timeout: float, env: Mapping[str, str],
         if output is None:
             _kill_group(proc)
             _abandon(proc)
-            return CommandResult(args, None, timeout=timeout, os_error=over_limit(args[0], limit))
+            return CommandResult(args, None, timeout=timeout, os_error=over_limit(args[0], limit), over_limit=True)
         stdout, stderr = output
     except subprocess.TimeoutExpired:
         _kill_group(proc)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -41,14 +42,17 @@ class Report:
     pids: tuple[int, ...]
 
 
-def read_report(folder: Path, name: str) -> Report | None:
-    """The report of agent `name`, or None when there is none or it is not one (a report is anyone's file:
-    every field is checked, and a bad one is as if absent)."""
+def read_report(folder: int, name: str) -> Report | None:
+    """The report of agent `name` in the reports folder `folder` (a descriptor: mam.report.reports_folder), or
+    None when there is none or it is not one: a report is anyone's file, so a link or anything but a regular file
+    is as if absent, and every field is checked (a bad one is as if absent)."""
     try:
-        fd = os.open(folder / f"{name}.json", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+        fd = os.open(f"{name}.json", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=folder)
     except OSError:
         return None
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
         data = json.loads(os.read(fd, MAX_REPORT + 1)[:MAX_REPORT])
     except (OSError, ValueError, RecursionError):  # nesting deeper than Python's stack: not a report
         return None
@@ -66,10 +70,17 @@ def read_report(folder: Path, name: str) -> Report | None:
 
 
 def reports(dot_mam: Path, names: list[str]) -> dict[str, Report]:
-    folder = dot_mam / REPORTS
-    if not folder.is_dir():
+    """The reports of `names` in `dot_mam`'s reports folder, opened as `mam report` opens it to write: a linked
+    `.mam` or `.mam/reports` holds no report (mam.report.reports_folder)."""
+    from mam.report import reports_folder
+
+    folder = reports_folder(dot_mam)
+    if folder is None:
         return {}
-    found = {name: read_report(folder, name) for name in names}
+    try:
+        found = {name: read_report(folder, name) for name in names}
+    finally:
+        os.close(folder)
     return {name: report for name, report in found.items() if report is not None}
 
 
@@ -95,7 +106,20 @@ def set_aside(report: Report, pane_id: str | None, capture: PaneCapture | None, 
             return "its pane was restarted since its hook report"
         if capture.idle_seconds is not None and age - capture.idle_seconds > HOOK_GRACE:
             return f"its screen changed {age - capture.idle_seconds:.0f} s after its hook report"
-    return None
+    return unproven(report, pane_id, capture)
+
+
+def unproven(report: Report, pane_id: str | None, capture: PaneCapture | None) -> str | None:
+    """Why `report` does not prove it is the agent's own (None: it does). Its file names the agent, and any
+    process that can write there can name any agent: only a pane or a process it shares with the agent (the
+    agent's pane id among its pane variables, the pane's process among its ancestors) ties it to that agent."""
+    if pane_id is not None and pane_id in report.panes.values():
+        return None
+    if capture is not None and capture.pid is not None and capture.pid in report.pids:
+        return None
+    if not report.panes and not report.pids:
+        return "its hook report names no pane and no process: it proves nothing"
+    return "its hook report shares no pane and no process with it that mam can check: it proves nothing"
 
 
 def from_report(report: Report, now: float, capture: PaneCapture | None = None) -> AgentState:
@@ -123,9 +147,13 @@ TITLES: dict[str, tuple[tuple[str, tuple[str, ...], bool], ...]] = {
 
 
 def title_state(kind: str | None, title: str | None) -> str | None:
+    """The state `title` says for an agent of `kind`, read as it is quoted: cleaned as a screen line is (an
+    invisible character before a mark neither hides it nor rides along in the evidence)."""
     if not kind or not title or kind not in TITLES:
         return None
-    text = title.strip()
+    from mam.kinds.classify import quote
+
+    text = quote(title)
     for state, marks, prefix in TITLES[kind]:
         if any(text.startswith(m) if prefix else m in text for m in marks):
             return state
@@ -144,7 +172,9 @@ def from_title(kind: str | None, capture: PaneCapture, screen: AgentState, stale
         return None
     if state == "idle" and capture.seen is False:
         state = "done"
-    shown = (capture.title or "")[:80]
+    from mam.kinds.classify import quote
+
+    shown = quote(capture.title or "")[:80]  # cleaned as every quoted line is
     return AgentState(state, "title", {"rule": f"{kind}.title", "line": shown,
                                        "fact": f"the title it set on its pane (the screen says {screen.state})"},
                       idle)

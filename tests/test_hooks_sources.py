@@ -3,6 +3,7 @@ fresh, the rules that set a report aside, and a title that never hides a prompt 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from mam.agentstate import Screen, read_capture
@@ -97,8 +98,12 @@ def test_a_deeply_nested_report_file_is_as_if_absent(tmp_path: Path) -> None:
     nested = "[" * 2000 + "]" * 2000  # fits in MAX_REPORT, deeper than Python's recursion limit
     assert len(nested) <= MAX_REPORT
     (tmp_path / "a.json").write_text(nested)
-    assert read_report(tmp_path, "a") is None
-    # A NaN time in the file parses (json takes NaN) and is then set aside, never fresh forever.
-    (tmp_path / "b.json").write_text('{"agent": "b", "state": "idle", "time": NaN, "panes": {}, "pids": []}')
-    found = read_report(tmp_path, "b")
+    folder = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        assert read_report(folder, "a") is None
+        # A NaN time in the file parses (json takes NaN) and is then set aside, never fresh forever.
+        (tmp_path / "b.json").write_text('{"agent": "b", "state": "idle", "time": NaN, "panes": {}, "pids": []}')
+        found = read_report(folder, "b")
+    finally:
+        os.close(folder)
     assert found is not None and "not a number" in str(set_aside(found, None, None, NOW))

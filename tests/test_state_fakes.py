@@ -171,7 +171,7 @@ def test_zellij_states_from_its_screens_then_wait_and_send(ws: Workspace, zellij
 
 def test_tmux_capture_parser_refuses_what_does_not_split_exactly() -> None:
     nonce = "mam-" + "ab" * 16
-    head = SEP.join(["%1", "0", "", "", "100", "0", "90", "1", "3", "4242", "✳ Claude Code", "claude"])
+    head = SEP.join(["%1", "0", "", "", "100", "0", "90", "1", "80", "3", "4242", "✳ Claude Code", "claude"])
     text = f"{nonce}{SEP}{head}\nline one\n❯ \n\n"
     captured = parse_captures(text, nonce, ["%1"], now=130.0)
     assert captured["%1"] == PaneCapture(text="line one\n❯ \n\n", dead=False, dead_status=None, command="claude",
@@ -179,9 +179,9 @@ def test_tmux_capture_parser_refuses_what_does_not_split_exactly() -> None:
                                          title="✳ Claude Code")
     # A hidden cursor (no row) or a row past the pane's height says nothing of where the cursor is.
     for cursor, height in (("", "3"), ("3", "3")):
-        odd = SEP.join(["%1", "0", "", "", "100", "0", "90", cursor, height, "1", "", "claude"])
+        odd = SEP.join(["%1", "0", "", "", "100", "0", "90", cursor, "80", height, "1", "", "claude"])
         assert parse_captures(f"{nonce}{SEP}{odd}\nx\n", nonce, ["%1"], now=130.0)["%1"].below_cursor is None
-    dead = SEP.join(["%1", "1", "3", "", "100", "1", "90", "", "3", "7", "host", "bash"])
+    dead = SEP.join(["%1", "1", "3", "", "100", "1", "90", "", "80", "3", "7", "host", "bash"])
     assert parse_captures(f"{nonce}{SEP}{dead}\n", nonce, ["%1"], now=100.0)["%1"].dead_status == "exit status 3"
     for bad, panes in ((text, ["%1", "%2"]), (text, ["%2"]), ("junk" + text, ["%1"]),
                        (f"{nonce}{SEP}%1{SEP}zz\n", ["%1"])):
@@ -191,7 +191,7 @@ def test_tmux_capture_parser_refuses_what_does_not_split_exactly() -> None:
     clocked = parse_captures(f"{nonce}{SEP}400{SEP}{head}\nline\n", nonce, ["%1"], now=130.0)
     assert clocked["%1"].idle_seconds == 300.0
     # A command holding an escaped newline stays in its header.
-    tricky = SEP.join(["%1", "0", "", "", "100", "1", "90", "0", "1", "7", "t\\\nx\\\x1f", "a\\\nb"])
+    tricky = SEP.join(["%1", "0", "", "", "100", "1", "90", "0", "80", "1", "7", "t\\\nx\\\x1f", "a\\\nb"])
     assert parse_captures(f"{nonce}{SEP}{tricky}\nscreen\n", nonce, ["%1"], 100.0)["%1"].command == "a\nb"
     # The title anyone's program can set is escaped as the command is: it cannot break the header.
     assert parse_captures(f"{nonce}{SEP}{tricky}\nscreen\n", nonce, ["%1"], 100.0)["%1"].title == "t\nx\x1f"
@@ -203,7 +203,7 @@ def test_tmux_captures_every_pane_of_a_server_in_one_call(fake_runner: FakeRunne
     assert len(fake_runner.calls) == 1  # the fake answers nothing, so the one call fails, and is not retried
     argv = fake_runner.calls[0]
     assert argv[:5] == ("tmux", "-N", "-L", "s1", "-u")
-    assert argv.count("capture-pane") == 5 and argv.count("display-message") == 5
+    assert sum(word.startswith("capture-pane ") for word in argv) == 5 and argv.count("display-message") == 5
     assert isinstance(answer, Failure)
     # A pane gone since the listing stops tmux's sequence: then one call per pane, and the gone one left out.
     fake_runner.answer(["tmux"], 1, "", "can't find pane: %3\n")

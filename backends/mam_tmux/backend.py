@@ -86,17 +86,26 @@ _ALL_DEAD = "#{==:#{W:#{P:#{?pane_dead,,x}}},}"
 # row only while the cursor is shown, and the pane's height), the command (anyone's process name) escaped, last.
 FACTS_FORMAT = SEP.join(["#{pane_id}", "#{pane_dead}", "#{pane_dead_status}", "#{pane_dead_signal}",
                          "#{window_activity}", "#{session_attached}", "#{session_last_attached}",
-                         "#{?cursor_flag,#{cursor_y},}", "#{pane_height}", "#{pane_pid}", _escaped("pane_title"),
-                         _escaped("pane_current_command")])
+                         "#{?cursor_flag,#{cursor_y},}", "#{pane_width}", "#{pane_height}", "#{pane_pid}",
+                         _escaped("pane_title"), _escaped("pane_current_command")])
 _FACTS = re.compile(rf"(%[0-9]+){SEP}([01]){SEP}([0-9]*){SEP}([0-9]*){SEP}([0-9]*){SEP}([0-9]*){SEP}([0-9]*){SEP}"
-                    rf"([0-9]*){SEP}([0-9]*){SEP}([0-9]*){SEP}{_TEXT}{SEP}{_TEXT}")
+                    rf"([0-9]*){SEP}([0-9]*){SEP}([0-9]*){SEP}([0-9]*){SEP}{_TEXT}{SEP}{_TEXT}")
+# The most cells (columns times rows) of one pane's visible screen that are captured: a pane resized larger
+# (tmux takes windows up to 10000x10000) and filled would print more than one answer may hold, and every pane
+# of its batch would be lost with it. A larger pane is not captured, tmux itself deciding (if-shell -F on its
+# size), and only it is `unknown`. CAPTURE_BATCH panes of this many one-byte cells, with their newlines and
+# headers, fit in the default $MAM_MAX_OUTPUT (16 MiB); a screen of 400x1000 or 1000x400 still is read. Wider
+# characters can still make a batch too long: then each pane is captured alone (_capture_batch).
+PANE_CELLS = 400_000
+_FITS = f"#{{e|<=:#{{e|*:#{{pane_width}},#{{pane_height}}}},{PANE_CELLS}}}"
+TOO_MUCH = "its screen printed more than one answer may hold ($MAM_MAX_OUTPUT), so it was not read"
 # The header may start with the server's clock (strftime's %s, which display-message expands): activity times are
 # the server's, so idleness is measured on its clock, not on this machine's (another host's may differ).
 SERVER_CLOCK = "%s"
-# Panes per capture call: each adds about 350 bytes of command, and tmux refuses a command of more than 16 KiB
-# ("command too long"): 53 panes passed on tmux 3.3a before pane_pid and pane_title were asked for (about 310
-# bytes each), so about 46 now; 40 pass in one call (checked on tmux 3.3a).
-CAPTURE_BATCH = 40
+# Panes per capture call: each adds about 435 bytes of command (its header, and the capture inside an if-shell
+# on its size), and tmux refuses a command of more than 16 KiB ("command too long"): 37 panes passed on tmux
+# 3.3a, 36 with pane ids of six digits; 32 leave room for longer ids (checked on tmux 3.3a).
+CAPTURE_BATCH = 32
 _FACTS_LINE = re.compile(rf"(?:([0-9]+){SEP})?" + _FACTS.pattern + "\n")
 _ESCAPE = re.compile(r"\\(.)", re.DOTALL)
 
@@ -299,6 +308,19 @@ def _header(nonce: str) -> str:
     return f"{nonce}{SEP}{SERVER_CLOCK}{SEP}{FACTS_FORMAT}"
 
 
+def capture_args(pane_ids: list[str], nonce: str) -> list[str]:
+    """The command sequence that captures `pane_ids` (each a checked %N): per pane, its header, then its visible
+    screen when it fits (_FITS: tmux decides on the pane's size, so a larger one prints nothing)."""
+    args: list[str] = []
+    for pane_id in pane_ids:
+        # The header is a format tmux expands: the nonce is hex, so it holds no '#'. The pane id is a checked %N,
+        # safe in the command string if-shell parses.
+        args += [";"] if args else []
+        args += ["display-message", "-p", "-t", pane_id, _header(nonce), ";",
+                 "if-shell", "-F", "-t", pane_id, _FITS, f"capture-pane -p -J -t {pane_id}"]
+    return args
+
+
 def parse_captures(stdout: str, nonce: str, pane_ids: list[str], now: float) -> dict[str, PaneCapture]:
     """Split one `display -p HEADER ; capture-pane -p` sequence back into panes. The headers must come in the
     order asked, one per pane, or the whole answer is refused (ValueError). `now` is this machine's clock, for
@@ -312,7 +334,7 @@ def parse_captures(stdout: str, nonce: str, pane_ids: list[str], now: float) -> 
         if match is None or match.group(2) != pane_id:
             raise ValueError(f"the capture header of pane {pane_id} does not parse")
         text = chunk[match.end():]
-        (clock, _, dead, status, signal, activity, attached, last_attached, cursor, height, pid, title,
+        (clock, _, dead, status, signal, activity, attached, last_attached, cursor, width, height, pid, title,
          command) = match.groups()
         server_now = int(clock) if clock else now
         ended = f"exit status {status}" if status else f"signal {signal}" if signal else None
@@ -324,11 +346,21 @@ def parse_captures(stdout: str, nonce: str, pane_ids: list[str], now: float) -> 
         idle = max(0.0, server_now - changed) if changed is not None else None
         # capture-pane prints every row of the pane: the rows under the cursor's are counted from the bottom.
         below = int(height) - 1 - int(cursor) if cursor and height and int(cursor) < int(height) else None
-        out[pane_id] = PaneCapture(text=text, dead=dead == "1", dead_status=ended,
+        unread = _too_large(width, height)
+        out[pane_id] = PaneCapture(text=None if unread else text, dead=dead == "1", dead_status=ended,
                                    command=_unescape(command) or None, idle_seconds=idle, seen=seen,
                                    below_cursor=below, pid=int(pid) if pid else None,
-                                   title=_unescape(title) if title else None)
+                                   title=_unescape(title) if title else None, unread=unread)
     return out
+
+
+def _too_large(width: str, height: str) -> str | None:
+    """Why a pane of `width` x `height` cells was not captured (None: it was), as tmux decided by _FITS."""
+    cells = int(width or 0) * int(height or 0)
+    if cells <= PANE_CELLS:
+        return None
+    return (f"its pane is {width}x{height}, {cells} cells: more than the {PANE_CELLS} mam reads of one screen, "
+            "so it was not captured")
 
 
 class TmuxBackend:
@@ -624,9 +656,10 @@ class TmuxBackend:
     def capture_panes(self, server: str, agents: tuple[Agent, ...],
                       ctx: CallContext) -> dict[str, PaneCapture] | Failure:
         """Every pane in one tmux call (up to CAPTURE_BATCH panes a call: tmux refuses a longer command as "command
-        too long"): a header line of facts, then the visible screen, for each. A pane gone since the listing
-        fails the whole sequence (tmux stops at the first error): then one call per pane, and a pane that is
-        gone is left out (`unknown`)."""
+        too long"): a header line of facts, then the visible screen, for each; a screen of more than PANE_CELLS
+        cells is not captured. A pane gone since the listing fails the whole sequence (tmux stops at the first
+        error), and an answer longer than one may be ($MAM_MAX_OUTPUT) is not read: then one call per pane, so
+        that a pane that is gone is left out (`unknown`), and one that prints too much is `unknown` alone."""
         panes = {a.pane_id: a.name for a in agents if a.pane_id and _PANE_ID.fullmatch(a.pane_id) and a.name}
         ids = list(panes)
         captured: dict[str, PaneCapture] = {}
@@ -640,28 +673,26 @@ class TmuxBackend:
     def _capture_batch(self, server: str, pane_ids: list[str],
                        ctx: CallContext) -> dict[str, PaneCapture] | Failure:
         captured = self._capture(server, pane_ids, ctx)
-        if isinstance(captured, Failure) and len(pane_ids) > 1 and _missing_target(captured.result.stderr):
-            captured = {}
-            for pane_id in pane_ids:
-                one = self._capture(server, [pane_id], ctx)
-                if isinstance(one, Failure):
-                    if _missing_target(one.result.stderr):
-                        continue
-                    return one
-                captured.update(one)
-        if isinstance(captured, Failure):
-            return {} if _missing_target(captured.result.stderr) else captured
-        return captured
+        if not isinstance(captured, Failure):
+            return captured
+        over, gone = captured.result.over_limit, _missing_target(captured.result.stderr)
+        if len(pane_ids) == 1:
+            if over:  # this pane alone prints more than one answer may hold: only it is left unread
+                return {pane_ids[0]: PaneCapture(text=None, unread=TOO_MUCH)}
+            return {} if gone else captured
+        if not (over or gone):
+            return captured
+        out: dict[str, PaneCapture] = {}
+        for pane_id in pane_ids:
+            one = self._capture_batch(server, [pane_id], ctx)
+            if isinstance(one, Failure):
+                return one
+            out.update(one)
+        return out
 
     def _capture(self, server: str, pane_ids: list[str], ctx: CallContext) -> dict[str, PaneCapture] | Failure:
         nonce = "mam-" + secrets.token_hex(16)
-        args: list[str] = []
-        for pane_id in pane_ids:
-            # The header is a format tmux expands: the nonce is hex, so it holds no '#'.
-            args += [";"] if args else []
-            args += ["display-message", "-p", "-t", pane_id, _header(nonce), ";",
-                     "capture-pane", "-p", "-J", "-t", pane_id]
-        result = self._run(server, args, timeout=ctx.timeout, env=ctx.env)
+        result = self._run(server, capture_args(pane_ids, nonce), timeout=ctx.timeout, env=ctx.env)
         now = time.time()
         return parse_or_failure(self.name, server, result, lambda out: parse_captures(out, nonce, pane_ids, now))
 

@@ -47,6 +47,9 @@ _LINE = re.compile(r"^(?P<name>.*) \[Created (?P<age>.+?) ago\] ?"
 _NOT_FOUND = ("There is no active session!", "Session '", "No session with the name", "No session named",
               "Session: \"")
 POLL_INTERVAL = 0.05
+# Why a pane's screen was not read: its dump alone printed more than one answer may hold. Each pane is dumped by a
+# call of its own, so no pane can make another one's unread.
+TOO_MUCH = "its screen printed more than one answer may hold ($MAM_MAX_OUTPUT), so it was not read"
 # A new agent is watched this long: a program that ends within it "exited at once", and its spawn fails with
 # the reason instead of leaving a row that says running.
 EXIT_WINDOW = 0.3
@@ -373,12 +376,15 @@ class ZellijBackend:
         nor whether anyone looked at it: its captures carry no activity and no seen fact, so its agents are
         `idle`, never `done`, and a working screen is never judged stale. The pane's `terminal_command`, what
         mam started, tells the kind of an agent whose row has none."""
-        dumps: dict[str, tuple[str, str]] = {}
+        dumps: dict[str, tuple[str, str | None]] = {}
         for agent in agents:
             if agent.name is None or agent.pane_id is None or not agent.pane_id.isdigit():
                 continue
             result = self._run(["--session", server, "action", "dump-screen", "--pane-id",
                                 f"terminal_{agent.pane_id}"], timeout=ctx.timeout, env=ctx.env)
+            if result.over_limit:  # a dump of its own: only this pane is left unread
+                dumps[agent.name] = (agent.pane_id, None)
+                continue
             text = result.stdout + result.stderr
             if any(marker in text for marker in _NOT_FOUND) or NO_SESSIONS in text:
                 return Failure(self.name, server, result)  # the session went away: the whole answer is void
@@ -397,12 +403,13 @@ class ZellijBackend:
                 continue
             command = pane.get("terminal_command")
             command = command if isinstance(command, str) and command.strip() else None
+            unread = TOO_MUCH if screen is None else None
             if pane.get("exited"):
                 status = pane.get("exit_status")
-                out[name] = PaneCapture(text=screen, dead=True, command=command,
+                out[name] = PaneCapture(text=screen, dead=True, command=command, unread=unread,
                                         dead_status=f"exit status {status}" if isinstance(status, int) else None)
             elif running(pane):
-                out[name] = PaneCapture(text=screen, command=command)
+                out[name] = PaneCapture(text=screen, command=command, unread=unread)
         return out
 
     def agent_remains(self, server: str, names: tuple[str, ...],

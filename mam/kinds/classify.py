@@ -239,9 +239,14 @@ def _match(rule: Rule, window: list[str]) -> str | None:
 
 
 def quote(line: str) -> str:
-    """`line` safe to print: control and format characters (bidi overrides, zero-width, tag characters),
-    private-use and unassigned code points and the Hangul fillers removed, spaces at the ends trimmed, at most
-    MAX_QUOTE characters."""
-    kept = "".join(ch for ch in _MARKS.sub("", line)
+    """`line` safe to print (`clean`), spaces at the ends trimmed, at most MAX_QUOTE characters."""
+    return clean(line).strip()[:MAX_QUOTE]
+
+
+def clean(text: str) -> str:
+    """`text` without what a terminal draws nothing for: control and format characters (bidi overrides,
+    zero-width, tag characters), private-use and unassigned code points, the Hangul fillers and the invisible
+    marks. The one cleaning of every line mam quotes as evidence: screen lines, titles, an ended pane's last
+    lines (docs/trust.md)."""
+    return "".join(ch for ch in _MARKS.sub("", text)
                    if unicodedata.category(ch) not in _UNQUOTED and ch not in _FILLERS)
-    return kept.strip()[:MAX_QUOTE]

@@ -55,6 +55,8 @@ class CommandResult:
     not_found: bool = False  # the executable is not on PATH
     timeout: float = 0.0
     os_error: str | None = None  # it could not be started for another reason
+    # It printed more than one answer may ($MAM_MAX_OUTPUT): killed, its output not read (os_error says so).
+    over_limit: bool = False
     # Set when the call ran on another host and the transport itself failed (ssh could not connect or log in):
     # what that means, settled before any backend reads the result (never server_down).
     transport_error: ServerError | None = None
@@ -174,6 +176,9 @@ class PaneCapture:
     below_cursor: int | None = None  # rows of `text` under the cursor's row, when the cursor is shown (tmux)
     pid: int | None = None  # the pane's process (tmux pane_pid): a hook's report holds while it is the same
     title: str | None = None  # the pane's title as the agent set it (tmux pane_title; hostile: matched, never run)
+    # Why `text` is None, when the backend chose not to read the screen (tmux: a pane too large to read whole);
+    # the agent is `unknown` with it. Hostile text may be quoted in it: the core cleans it before it shows it.
+    unread: str | None = None
 
 
 @dataclass(frozen=True)
