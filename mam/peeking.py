@@ -98,6 +98,11 @@ def _screen(app: App, backend: Any, row: Row, agent: Agent, lines: int, ctx: Any
     if isinstance(captured, Failure):
         raise _failed(app, backend, row, captured)
     capture: PaneCapture | None = captured.get(row.name)
+    if capture is not None and capture.text is None and capture.unread:
+        from mam.kinds.classify import clean
+
+        raise MamError("operation_failed", f"{row.name}'s screen was not read: {clean(capture.unread)[:200]}",
+                       hint="see `mam status`")
     if capture is None or capture.text is None:
         raise MamError("operation_failed", f"{row.name}'s pane on {row.backend} server {row.server} could not be "
                        "read (it may have closed meanwhile)", hint="see `mam status`")

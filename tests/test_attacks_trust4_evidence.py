@@ -99,6 +99,8 @@ def test_a_huge_pane_is_unknown_alone_and_its_neighbours_keep_their_states(ws: W
                                                  "reads of one screen, so it was not captured"), found["huge"]
     table = ws.mam("status", env={**ws.env, "COLUMNS": "250"}).stdout
     assert "4300x4000" in table and "blocked" in table
+    peek = ws.mam("peek", "huge")
+    assert peek.returncode == 1 and "huge's screen was not read: its pane is 4300x4000" in peek.stderr, peek.stderr
 
 
 def test_a_pane_that_prints_more_than_one_answer_is_the_only_one_unread(ws: Workspace, tmux: Tmux,
