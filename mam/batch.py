@@ -134,7 +134,9 @@ class Batch:
             whole = run_remote(Route(route.transport), ["sh", "-c", body, "sh"], timeout=timeout,
                                env=calls[0].env, limit=len(calls) * runner.max_output())  # each call's share
             framed = parse(whole.stdout, nonce, len(calls)) if whole.returncode == 0 else None
-            if whole.transport_error is not None or whole.timed_out:
+            # All of them printed more than their shares together: each is asked again on its own, so that only
+            # the one that prints too much goes unread (one pane's screen must not blind another server's).
+            if (whole.transport_error is not None and not whole.over_limit) or whole.timed_out:
                 for c in calls:  # ssh itself failed or hung: so would each of them have
                     c.result = CommandResult(c.argv, None, "", whole.stderr, timed_out=whole.timed_out,
                                              timeout=c.timeout, transport_error=whole.transport_error)

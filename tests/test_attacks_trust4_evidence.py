@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from sshd import Sshd
 
 from conftest import Tmux, Workspace
 from mam.errors import MamError
@@ -136,6 +139,41 @@ def test_on_zellij_a_pane_that_prints_too_much_says_so_and_blinds_no_other(ws: W
                                                      "($MAM_MAX_OUTPUT), so it was not read")
     finally:
         subprocess.run([str(FAKES / "zellij"), "kill-session", "zz"], env=ws.env, capture_output=True, timeout=30)
+
+
+def test_a_batch_to_a_host_that_prints_too_much_is_asked_call_by_call(sshd: Sshd) -> None:
+    """Over ssh, the calls made together to one host run in one script, whose answer may hold all their shares:
+    when one call prints more than that, the others still get their own answers."""
+    import threading
+
+    from mam import runner
+    from mam.batch import Batch
+    from mam.route import Route
+    from mam.transport import SshTransport
+
+    control = Path(tempfile.mkdtemp(prefix="mb", dir="/tmp")) / "ssh"
+    route = Route(SshTransport(sshd.host, control, 10, ssh_config=sshd.config_path), (), {})
+    argvs = [["echo", "one"], ["head", "-c", "200000", "/dev/zero"], ["echo", "two"]]
+    batch = Batch(expected=len(argvs))
+    results: dict[int, runner.CommandResult] = {}
+
+    def call(i: int) -> None:
+        results[i] = batch.run(route, argvs[i], timeout=20, env=sshd.env)
+
+    limit = runner.max_output()
+    runner.set_max_output(16 * 1024)  # the three shares together: 48 KiB, less than the 200 KB of one call
+    try:
+        threads = [threading.Thread(target=call, args=(i,)) for i in range(len(argvs))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+    finally:
+        runner.set_max_output(limit)
+        sshd.close_masters(control)
+        shutil.rmtree(control.parent, ignore_errors=True)
+    assert [(results[i].returncode, results[i].stdout) for i in (0, 2)] == [(0, "one\n"), (0, "two\n")], results
+    assert results[1].over_limit and results[1].returncode is None
 
 
 # -- 4. a hook report that names no pane and no process ---------------------------------------------------------
