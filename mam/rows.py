@@ -100,7 +100,7 @@ def how_it_ended(row: Row) -> str:
     if restored_at is not None and not (isinstance(ended_at, str) and ended_at > str(restored_at)):
         return ""
     how = remains.how_it_ended(raw)
-    lines = [line for line in raw.get("last_output") or () if isinstance(line, str) and line.strip()][-2:]
+    lines = [line for line in _cleaned(raw.get("last_output")) if line.strip()][-2:]
     said = ", ".join(shown(line.strip(), 100, quote="repr", cut="inside") for line in lines)
     return "; ".join(part for part in (how, f"its last output: {said}" if said else "") if part)
 
@@ -129,8 +129,15 @@ def session_entry(row: Row, outcome: ServerOutcome | None) -> dict[str, Any]:
 
 def history(raw: Mapping[str, Any]) -> dict[str, Any]:
     """What the row keeps of its restores and of how its agent last ended (docs/registry.md); the registry has
-    checked each field's type when it was read."""
+    checked each field's type when it was read. The last lines are cleaned as every quoted line is: a row is
+    anyone's text (a clone's registry), not only what mam wrote there."""
     lines = raw.get("last_output")
     return {"restore_count": raw.get("restore_count") or 0, "restored_at": raw.get("restored_at"),
             "crash_loop": "crash_loop_at" in raw, "exit_status": raw.get("exit_status"),
-            "exit_signal": raw.get("exit_signal"), "last_output": list(lines) if lines else []}
+            "exit_signal": raw.get("exit_signal"), "last_output": _cleaned(lines) if lines else []}
+
+
+def _cleaned(lines: object) -> list[str]:
+    from mam.kinds.classify import clean
+
+    return [clean(line) for line in lines if isinstance(line, str)] if isinstance(lines, list) else []

@@ -290,6 +290,15 @@ def test_an_ended_panes_last_lines_are_cleaned_as_a_screen_line_is() -> None:
     assert kept["last_output"] == ["error: no GPU left"]
 
 
+def test_a_registrys_last_lines_are_shown_cleaned(ws: Workspace, tmux: Tmux) -> None:
+    """A clone's registry is anyone's text: the last lines a row claims are cleaned before status shows them."""
+    ws.write_registry('version: 1\nsessions:\n  - {name: gone, backend: tmux, server: nowhere, status: terminated, '
+                      'exit_status: 1, ended_at: "2026-01-01T00:00:00Z", '
+                      'last_output: ["ok\\u202e\\u200b\\U000e0041 done\\u3164", "fine"]}\n')
+    entry = sessions(ws)["gone"]
+    assert entry["last_output"] == ["ok done", "fine"], entry
+
+
 def test_a_backends_reason_for_an_unread_screen_is_cleaned() -> None:
     from mam.agentstate import read_capture
     from mam.kinds.library import load_library
