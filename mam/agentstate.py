@@ -137,10 +137,13 @@ def read_capture(library: Library, kinds: tuple[str | None, ...], capture: PaneC
         return unknown("the pane's program has ended", "screen", "pane_dead", capture.dead_status or "exited")
     if capture.text is None:
         return unknown("the backend gave no screen text")
-    from mam.kinds.classify import classify_screen
+    from mam.kinds.classify import LOST, classify_screen
 
     verdict = classify_screen(library, kind_of(library, kinds, capture.command), capture.text, budget,
                               capture.below_cursor)
+    if verdict.overtime == LOST:
+        return unknown(f"its screen was not read within {budget:g} s: the process reading it did not answer and "
+                       "was stopped", "screen")
     if verdict.overtime is not None:
         return unknown(f"rule {verdict.overtime} took more than {budget:g} s to read the screen (a pattern that "
                        "backtracks: see docs/states.md)", "screen", verdict.overtime)

@@ -127,7 +127,9 @@ class TopApp(App[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("p", "peek", "peek"), Binding("s", "send", "send"), Binding("a", "answer", "answer"),
         Binding("x", "stop", "stop"), Binding("r", "restore", "restore"), Binding("slash", "filter", "filter"),
-        Binding("question_mark", "keys", "keys"), Binding("q", "quit", "quit")]
+        Binding("question_mark", "keys", "keys"), Binding("q", "quit", "quit"),
+        # Ctrl-C ends the view as it ends any command (Textual's own only says to press Ctrl-Q), from any screen.
+        Binding("ctrl+c", "quit", "quit", show=False, priority=True)]
     DEFAULT_CSS = """
     #title { height: 1; background: $boost; }
     #table { height: 1fr; }
