@@ -4,6 +4,7 @@ every key's action runs in a worker thread, so a slow or hung server never holds
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, ClassVar
@@ -141,16 +142,16 @@ class TopApp(App[None]):
                  notify: bool = False, command: list[str] | None = None) -> None:
         super().__init__()
         self.actions = actions
-        # --notify/--exec: each change into blocked or done is told as `mam watch` tells it, from a worker thread
-        # (notify-send and the user's command have time limits of their own), never printing over the screen.
+        # --notify/--exec: each change into blocked or done is told as `mam watch` tells it, never printing over the
+        # screen: notify-send from a worker thread, the user's command one change at a time, in order, in the
+        # announcer's own thread (its queue bounded: a drop is said on the bottom line).
         self.announcer: Announcer | None = None
         self.changes = Changes()
         if notify or command:
             import subprocess
 
             self.announcer = Announcer(notify, command, actions.app.env,
-                                       bell=lambda: self.call_from_thread(self.bell),
-                                       tell=lambda text: self.call_from_thread(self.say, text),
+                                       bell=lambda: self.call_from_thread(self.bell), tell=self._tell,
                                        output=subprocess.DEVNULL)
         # A server is "not answering" once its call has taken longer than a refresh would wait, at least 2 s.
         patience = patience if patience is not None else max(2.0, interval)
@@ -215,7 +216,10 @@ class TopApp(App[None]):
             changes = self.changes.step(as_sessions(self.rows), new_is_change=False)
             if changes:
                 self.say(change_text(changes[-1]))
-                self._announce(changes)
+                for change in changes:
+                    self.announcer.exec_later(change)  # queued here, in the order the changes were seen
+                if self.announcer.notify:
+                    self._announce(changes)
         shown = filtered(self.rows, self.query_text)
         table: DataTable[Any] = self.query_one(DataTable)
         columns = columns_for(self.size.width)
@@ -256,7 +260,18 @@ class TopApp(App[None]):
     def _announce(self, changes: list[dict[str, Any]]) -> None:
         assert self.announcer is not None
         for change in changes:
-            self.announcer.announce(change)
+            self.announcer.notify_now(change)
+
+    def _tell(self, text: str) -> None:
+        """Say `text` on the bottom line, from the view's thread or any other."""
+        if threading.current_thread() is threading.main_thread():
+            self.say(text)
+        else:
+            self.call_from_thread(self.say, text)
+
+    def on_unmount(self) -> None:
+        if self.announcer is not None:
+            self.announcer.close()  # the command running now ends with the view; the waiting ones are not run
 
     @staticmethod
     def _cells(row: TopRow, columns: list[str], now: float) -> list[Text]:
