@@ -98,6 +98,15 @@ def test_a_screen_reader_that_does_not_answer_is_killed_and_replaced(fresh_reade
     assert fresh_reader.started == 2
 
 
+def test_more_rule_sets_than_the_reader_keeps_are_sent_again(fresh_reader: worker.Reader) -> None:
+    libraries = [_library(f"^ready{n}$") for n in range(worker.KEEP + 2)]  # one per workspace, say
+    for n, library in enumerate(libraries):
+        assert fresh_reader.classify(library, "slow", f"ready{n}\n", 1.0, None).state == "idle"
+    # The first is no longer kept by the child: sent again, read by the same child.
+    assert fresh_reader.classify(libraries[0], "slow", "ready0\n", 1.0, None).line == "ready0"
+    assert fresh_reader.started == 1
+
+
 def test_a_lost_reading_says_so_in_the_state(monkeypatch: pytest.MonkeyPatch, fresh_reader: worker.Reader) -> None:
     from mam.agentstate import read_capture
     from mam.plugin.records import PaneCapture

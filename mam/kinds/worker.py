@@ -32,6 +32,7 @@ from mam.kinds.library import Library
 
 GRACE = 1.0  # seconds the child may take beyond the screen's own limit before it is taken for hung
 START_TIMEOUT = 10.0  # seconds for a new child to load (Python and the rules' modules)
+KEEP = 8  # libraries the child keeps, the oldest sent forgotten first (a caller may use a few: one per workspace)
 MAX_ANSWER = 64 * 1024  # a verdict is four short strings: anything longer is not the child's answer
 _HEADER = struct.Struct(">I")
 
@@ -53,7 +54,7 @@ class _Child:
         self.proc = subprocess.Popen(  # noqa: S603 - our own interpreter and code, an explicit argv
             [sys.executable, "-I", "-c", _CHILD, _mam_root()], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL, env={}, cwd="/", start_new_session=True)
-        self.holds: set[str] = set()
+        self.holds: list[str] = []  # the digests of the libraries it keeps, oldest first, as it keeps them
         self.answered = False  # until its first answer, it may still be loading its modules
 
     def send(self, message: tuple[Any, ...]) -> None:
@@ -139,7 +140,8 @@ class Reader:
             try:
                 if digest not in child.holds:
                     child.send(("library", digest, blob))
-                    child.holds.add(digest)
+                    child.holds.append(digest)
+                    del child.holds[:-KEEP]  # as the child forgets them
                 child.send(("read", digest, kind, text, budget, below_cursor))
             except (OSError, ValueError):
                 answer = None
@@ -196,8 +198,6 @@ def stop() -> None:
 
 
 # -- the child ----------------------------------------------------------------------------------------------
-
-KEEP = 8  # libraries the child keeps (a caller may use a few at once: one per workspace)
 
 
 def serve(source: BinaryIO | None = None, sink: BinaryIO | None = None) -> None:
