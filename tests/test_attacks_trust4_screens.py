@@ -67,7 +67,9 @@ def fresh_reader() -> Iterator[worker.Reader]:
         reader.stop()
 
 
-def test_a_runaway_rule_read_off_the_main_thread_ends_at_the_time_limit_and_holds_no_other_thread() -> None:
+def test_a_runaway_rule_read_off_the_main_thread_ends_at_the_time_limit_and_holds_no_other_thread(
+        monkeypatch: pytest.MonkeyPatch, fresh_reader: worker.Reader) -> None:
+    monkeypatch.setattr(worker, "_reader", fresh_reader)  # its child ends with the test
     # 300 `a`s: seconds of backtracking (a 1,500-`a` screen is years), which the old code spent holding the GIL.
     library = _library("a.*a.*a.*b")
     verdict, took, ticks = _in_thread(lambda: classify_screen(library, "slow", "a" * 300 + "\n", budget=0.3), 60)

@@ -4,6 +4,7 @@ every key's action runs in a worker thread, so a slow or hung server never holds
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -272,6 +273,9 @@ class TopApp(App[None]):
     def on_unmount(self) -> None:
         if self.announcer is not None:
             self.announcer.close()  # the command running now ends with the view; the waiting ones are not run
+        worker = sys.modules.get("mam.kinds.worker")
+        if worker is not None:
+            worker.stop()  # the process that read the screens for the poller's threads ends with the view
 
     @staticmethod
     def _cells(row: TopRow, columns: list[str], now: float) -> list[Text]:
