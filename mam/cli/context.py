@@ -109,10 +109,14 @@ def say_unanswered(app: App, doc: dict[str, Any]) -> int:
 
 
 def end_children() -> None:
-    """An interrupted command leaves no backend process behind (they run in sessions of their own)."""
+    """An interrupted command leaves no backend process behind (they run in sessions of their own), nor the
+    process that reads screens for its threads (mam.kinds.worker)."""
     runner = sys.modules.get("mam.runner")
     if runner is not None:
         runner.kill_running()
+    worker = sys.modules.get("mam.kinds.worker")
+    if worker is not None:
+        worker.stop()
 
 
 def waiting(what: str, as_json: bool) -> AbstractContextManager[None]:

@@ -135,7 +135,7 @@ def watch(ctx: typer.Context,
             doc = status_document(app, server or (), host=host)
             for change in tracker.step(doc["sessions"]):
                 emit(change, call.json, None if call.json else change_text(change), compact=True)
-                announcer.announce(change)
+                announcer.announce(change)  # --exec runs in its own thread, in order: the readings go on
             if not told_start:  # the baseline is read: from now on every change is told
                 count = len(doc["sessions"])
                 sys.stderr.write(f"mam: watching {count} agent{'s' if count != 1 else ''} for changes into "
@@ -145,9 +145,14 @@ def watch(ctx: typer.Context,
             time.sleep(interval)
     except KeyboardInterrupt as exc:
         end_children()
+        left = announcer.close()
+        if left:
+            announcer.say(f"--exec: {left} change{'s' if left != 1 else ''} not run (the watch ended)")
         if type(exc) is not KeyboardInterrupt:
             raise
         return 0
+    finally:
+        announcer.close()  # any other end (an error): the command running now ends with the watch
 
 
 def reconcile(ctx: typer.Context,

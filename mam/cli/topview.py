@@ -4,6 +4,8 @@ every key's action runs in a worker thread, so a slow or hung server never holds
 
 from __future__ import annotations
 
+import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, ClassVar
@@ -127,7 +129,9 @@ class TopApp(App[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("p", "peek", "peek"), Binding("s", "send", "send"), Binding("a", "answer", "answer"),
         Binding("x", "stop", "stop"), Binding("r", "restore", "restore"), Binding("slash", "filter", "filter"),
-        Binding("question_mark", "keys", "keys"), Binding("q", "quit", "quit")]
+        Binding("question_mark", "keys", "keys"), Binding("q", "quit", "quit"),
+        # Ctrl-C ends the view as it ends any command (Textual's own only says to press Ctrl-Q), from any screen.
+        Binding("ctrl+c", "quit", "quit", show=False, priority=True)]
     DEFAULT_CSS = """
     #title { height: 1; background: $boost; }
     #table { height: 1fr; }
@@ -139,16 +143,16 @@ class TopApp(App[None]):
                  notify: bool = False, command: list[str] | None = None) -> None:
         super().__init__()
         self.actions = actions
-        # --notify/--exec: each change into blocked or done is told as `mam watch` tells it, from a worker thread
-        # (notify-send and the user's command have time limits of their own), never printing over the screen.
+        # --notify/--exec: each change into blocked or done is told as `mam watch` tells it, never printing over the
+        # screen: notify-send from a worker thread, the user's command one change at a time, in order, in the
+        # announcer's own thread (its queue bounded: a drop is said on the bottom line).
         self.announcer: Announcer | None = None
         self.changes = Changes()
         if notify or command:
             import subprocess
 
             self.announcer = Announcer(notify, command, actions.app.env,
-                                       bell=lambda: self.call_from_thread(self.bell),
-                                       tell=lambda text: self.call_from_thread(self.say, text),
+                                       bell=lambda: self.call_from_thread(self.bell), tell=self._tell,
                                        output=subprocess.DEVNULL)
         # A server is "not answering" once its call has taken longer than a refresh would wait, at least 2 s.
         patience = patience if patience is not None else max(2.0, interval)
@@ -213,7 +217,10 @@ class TopApp(App[None]):
             changes = self.changes.step(as_sessions(self.rows), new_is_change=False)
             if changes:
                 self.say(change_text(changes[-1]))
-                self._announce(changes)
+                for change in changes:
+                    self.announcer.exec_later(change)  # queued here, in the order the changes were seen
+                if self.announcer.notify:
+                    self._announce(changes)
         shown = filtered(self.rows, self.query_text)
         table: DataTable[Any] = self.query_one(DataTable)
         columns = columns_for(self.size.width)
@@ -254,7 +261,21 @@ class TopApp(App[None]):
     def _announce(self, changes: list[dict[str, Any]]) -> None:
         assert self.announcer is not None
         for change in changes:
-            self.announcer.announce(change)
+            self.announcer.notify_now(change)
+
+    def _tell(self, text: str) -> None:
+        """Say `text` on the bottom line, from the view's thread or any other."""
+        if threading.current_thread() is threading.main_thread():
+            self.say(text)
+        else:
+            self.call_from_thread(self.say, text)
+
+    def on_unmount(self) -> None:
+        if self.announcer is not None:
+            self.announcer.close()  # the command running now ends with the view; the waiting ones are not run
+        worker = sys.modules.get("mam.kinds.worker")
+        if worker is not None:
+            worker.stop()  # the process that read the screens for the poller's threads ends with the view
 
     @staticmethod
     def _cells(row: TopRow, columns: list[str], now: float) -> list[Text]:

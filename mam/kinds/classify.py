@@ -20,6 +20,7 @@ MAX_QUOTE = 200
 GENERIC = "generic"
 SCREEN_TIMEOUT_VAR = "MAM_SCREEN_TIMEOUT"  # seconds the rules may take to read one screen (docs/states.md)
 SCREEN_TIMEOUT = 1.0
+LOST = "(reader)"  # the `overtime` of a screen whose reading process did not answer in time (mam.kinds.worker)
 
 # OSC, DCS, SOS, PM and APC strings up to their terminator (BEL or ESC \), or to the end when unterminated;
 # then CSI sequences; then the other two- and three-byte escapes (charset selection, keypad modes).
@@ -124,16 +125,21 @@ def classify_screen(library: Library, kind: str | None, text: str, budget: float
     `below_cursor` is how many rows of `text` lie under the cursor's row, when the backend knows where the
     cursor is (and it is shown); None: the last non-empty line stands for the cursor's.
 
-    With `budget`, the reading ends after that many seconds (called from the main thread: the limit is a timer
-    signal, which Python delivers there only; elsewhere it runs unlimited): the verdict is then `unknown`, with
-    the rule that was running as `overtime`. Python's `re` has no time limit of its own, and a pattern can
-    backtrack for hours on a line of 40 characters; the library refuses the patterns known to (library.py), and
-    this limit stops those it cannot know."""
+    With `budget`, the reading ends after that many seconds: the verdict is then `unknown`, with the rule that
+    was running as `overtime`. Python's `re` has no time limit of its own, and a pattern can backtrack for hours
+    on a line of 40 characters; the library refuses the patterns known to (library.py), and this limit stops
+    those it cannot know. The limit is a timer signal, which Python delivers to the main thread only, and `re`
+    holds the GIL while it matches: off the main thread, the screen is read by a child process that applies
+    the same limit on its own main thread, and is killed if it does not answer (mam.kinds.worker)."""
     entry = library.kinds.get(kind) if kind else None
     if entry is None:
         entry = library.kinds.get(GENERIC)
     if entry is None or not entry.rules:
         return UNKNOWN
+    if budget is not None and not _on_main_thread():
+        from mam.kinds.worker import reader
+
+        return reader().classify(library, kind, text, budget, below_cursor)
     running: list[str] = []
     try:
         with _time_limit(budget):
@@ -177,6 +183,12 @@ def cursor_block(rows: list[str], below_cursor: int | None) -> list[str]:
     while top > 0 and rows[top - 1].strip():
         top -= 1
     return rows[top:at + 1] if at >= 0 else []
+
+
+def _on_main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
 
 
 class _Overtime(Exception):
