@@ -16,7 +16,7 @@ from mam import envscrub, registry, runner, settings
 from mam.errors import MamError
 from mam.names import check_name
 from mam.plugin.records import ScrubRule
-from mam.workspace import DEFAULT_BACKEND, Workspace, open_workspace
+from mam.workspace import DEFAULT_BACKEND, Config, Workspace, open_workspace
 
 if TYPE_CHECKING:  # pluggy is loaded only by commands that reach a backend
     from mam.kinds.library import Library
@@ -117,11 +117,25 @@ class App:
     def bootstrap_wait(self) -> float:
         return settings.timeout_from_env(self.env, "MAM_BOOTSTRAP_TIMEOUT", 10.0)
 
+    @cached_property
+    def user_config(self) -> Config:
+        """The user's own config ($XDG_CONFIG_HOME/mam/config.yaml), trusted as a workspace's is not."""
+        from mam.workspace import load_user_config
+
+        return load_user_config(self.env)
+
+    def scrub_rules(self, all_plugins: bool = True) -> tuple[list[ScrubRule], tuple[envscrub.KeepRule, ...]]:
+        """The scrub rules (the user's config, the workspace's, then the plugins') and the keep rules (the user's
+        config, the workspace's, then mam's defaults), each naming the file it came from."""
+        config, user = self.workspace.config, self.user_config
+        source, user_source = f"config {config.path}", f"config {user.path}"
+        rules = [*(ScrubRule(p, user_source) for p in user.scrub), *(ScrubRule(p, source) for p in config.scrub),
+                 *self.plugins.scrub_rules(all_plugins)]
+        return rules, envscrub.keep_rules(config.keep, source, user.keep, user_source)
+
     def scrub_plan(self, all_plugins: bool = True) -> envscrub.ScrubPlan:
-        config = self.workspace.config
-        source = f"config {config.path}"
-        rules = [*(ScrubRule(p, source) for p in config.scrub), *self.plugins.scrub_rules(all_plugins)]
-        plan = envscrub.plan(self.env, rules, envscrub.keep_rules(config.keep, source))
+        rules, keep = self.scrub_rules(all_plugins)
+        plan = envscrub.plan(self.env, rules, keep)
         if "PATH" in plan.env:  # backend processes must find the real binaries, never mam's shims
             from mam.shims import path_without_shims
 

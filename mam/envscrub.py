@@ -49,12 +49,15 @@ _DEFAULT_MARKERS = (
     "WEZTERM_UNIX_SOCKET", "WT_SESSION", "VSCODE_PID", "ALACRITTY_WINDOW_ID",
 )
 
+# New Claude Code markers keep appearing: any CLAUDE_CODE_* not kept below is one. It catches configuration too
+# (CLAUDE_CODE_MAX_OUTPUT_TOKENS), which is why a workspace may keep a variable it matches by naming it in full.
+CLASS_RULE = ScrubRule("CLAUDE_CODE_*", DEFAULT_SOURCE + " (class rule)")
+
 DEFAULT_RULES: tuple[ScrubRule, ...] = (
     *(ScrubRule(name, DEFAULT_SOURCE) for name in _DEFAULT_MARKERS),
     ScrubRule("AGENT", DEFAULT_SOURCE, KNOWN_AGENTS),
     ScrubRule("AI_AGENT", DEFAULT_SOURCE, KNOWN_AGENTS),
-    # New Claude Code markers keep appearing: any CLAUDE_CODE_* not kept below is one.
-    ScrubRule("CLAUDE_CODE_*", DEFAULT_SOURCE + " (class rule)"),
+    CLASS_RULE,
 )
 
 # Removed before any rule is consulted, so no keep rule (`MAM_*`, `*`) brings it back: a shim's guard names the
@@ -81,6 +84,20 @@ def matches(pattern: str, name: str) -> bool:
 class KeepRule:
     pattern: str
     source: str
+    # From a workspace's .mam/config.yaml, a file anyone can commit: it keeps only what `may_keep` allows.
+    workspace: bool = False
+
+
+def may_keep(keep: KeepRule, rule: ScrubRule, name: str) -> bool:
+    """Whether `keep` may win over the scrub `rule` for the variable `name`. mam's defaults and the user's own
+    config (outside every workspace) win over every rule. A workspace's keep keeps configuration, never a marker
+    the scrub exists for: it wins over the workspace's own scrub rules, and over the class rule (CLAUDE_CODE_*)
+    for a variable it names in full; never over a marker of mam's, of a backend, or of the user's own config."""
+    if not keep.workspace:
+        return True
+    if rule.source == keep.source:
+        return True
+    return rule == CLASS_RULE and not keep.pattern.endswith("*") and keep.pattern == name
 
 
 @dataclass(frozen=True)
@@ -90,6 +107,8 @@ class Decision:
     name: str
     rule: ScrubRule
     kept_by: KeepRule | None
+    # A workspace keep rule that matched the name but may not keep it (may_keep): it is removed all the same.
+    refused_keep: KeepRule | None = None
 
     @property
     def removed(self) -> bool:
@@ -110,13 +129,18 @@ class ScrubPlan:
         return tuple(d for d in self.decisions if not d.removed)
 
 
-def keep_rules(config_keep: Iterable[str], config_source: str) -> tuple[KeepRule, ...]:
-    return (*(KeepRule(p, config_source) for p in config_keep), *(KeepRule(p, DEFAULT_SOURCE) for p in DEFAULT_KEEP))
+def keep_rules(config_keep: Iterable[str], config_source: str, user_keep: Iterable[str] = (),
+               user_source: str = "", workspace: bool = True) -> tuple[KeepRule, ...]:
+    """The keep rules in the order they are tried: the user's own config, the workspace's (`config_keep`, a
+    workspace's unless `workspace` is False), then mam's defaults."""
+    return (*(KeepRule(p, user_source) for p in user_keep),
+            *(KeepRule(p, config_source, workspace) for p in config_keep),
+            *(KeepRule(p, DEFAULT_SOURCE) for p in DEFAULT_KEEP))
 
 
 def plan(env: Mapping[str, str], rules: Iterable[ScrubRule], keep: Iterable[KeepRule]) -> ScrubPlan:
-    """Decide every variable of `env`. Keep rules win over scrub rules (except ALWAYS_REMOVED); the first
-    matching rule is named."""
+    """Decide every variable of `env`. Keep rules win over scrub rules (except ALWAYS_REMOVED, and a workspace's
+    keep over what `may_keep` refuses it); the first matching rule is named."""
     rules = tuple(rules)
     keep = tuple(keep)
     decisions: list[Decision] = []
@@ -126,13 +150,16 @@ def plan(env: Mapping[str, str], rules: Iterable[ScrubRule], keep: Iterable[Keep
         if name == ALWAYS_REMOVED.pattern:
             decisions.append(Decision(name, ALWAYS_REMOVED, None))
             continue
-        rule = next((r for r in rules if matches(r.pattern, name) and (r.values is None or value in r.values)),
-                    None)
-        if rule is None:
+        matched = [r for r in rules if matches(r.pattern, name) and (r.values is None or value in r.values)]
+        if not matched:
             out[name] = value
             continue
-        kept_by = next((k for k in keep if matches(k.pattern, name)), None)
-        decisions.append(Decision(name, rule, kept_by))
+        keeping = [k for k in keep if matches(k.pattern, name)]
+        kept_by = next((k for k in keeping if all(may_keep(k, r, name) for r in matched)), None)
+        refused = next((k for k in keeping if k.workspace), None) if kept_by is None else None
+        # A refused keep names the rule it may not win over: that is why the variable goes.
+        rule = next((r for r in matched if not may_keep(refused, r, name)), matched[0]) if refused else matched[0]
+        decisions.append(Decision(name, rule, kept_by, refused))
         if kept_by is not None:
             out[name] = value
     return ScrubPlan(tuple(decisions), out)

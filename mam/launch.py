@@ -140,7 +140,8 @@ def check_env_names(app: App, names: list[str]) -> list[str]:
                            hint="--env takes a name only; mam passes your value of it")
         if name in removed:
             raise MamError("usage", f"--env {name}: the server scrub removes it (see `mam env`)",
-                           hint="keep it with `keep:` in .mam/config.yaml if it really must reach agents")
+                           hint="if it really must reach agents, keep it with `keep:` in your own config "
+                                "($XDG_CONFIG_HOME/mam/config.yaml; a workspace's keeps no marker)")
         if name not in seen:
             seen.append(name)
     return seen

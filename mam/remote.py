@@ -18,6 +18,7 @@ from mam.route import Route
 if TYPE_CHECKING:
     from mam.envscrub import KeepRule
     from mam.plugin.manager import Plugins
+    from mam.plugin.records import ScrubRule
     from mam.workspace import Workspace
 
 SSH_CONFIG_VAR = "MAM_SSH_CONFIG"  # an ssh_config file passed as `-F` (else ssh reads the user's own)
@@ -36,6 +37,7 @@ class AppLike(Protocol):
     def timeout(self) -> float: ...
     @property
     def plugins(self) -> Plugins: ...
+    def scrub_rules(self, all_plugins: bool = True) -> tuple[list[ScrubRule], tuple[KeepRule, ...]]: ...
 
 
 def parse_ssh_env(raw: str | None, var: str = SSH_ENV_VAR) -> dict[str, str]:
@@ -61,16 +63,18 @@ def ssh_config(env: Mapping[str, str]) -> Path | None:
     return path
 
 
-def unset_patterns(scrub: Iterable[str], keep: Iterable[KeepRule]) -> tuple[str, ...]:
-    """The scrub's patterns, less those a keep rule keeps whole. A pattern is unset on the remote side whatever
-    the value (a rule restricted to values, like AGENT's, is unset by name there), and a PREFIX_* pattern also
-    takes the names of that prefix a narrower keep rule would keep: the remote side holds no caller's value to
-    keep, only the remote login's."""
-    from mam.envscrub import matches
+def unset_patterns(scrub: Iterable[ScrubRule], keep: Iterable[KeepRule]) -> tuple[str, ...]:
+    """The scrub's patterns, less those a keep rule keeps whole (a workspace's keep only where it may keep:
+    mam.envscrub.may_keep). A pattern is unset on the remote side whatever the value (a rule restricted to
+    values, like AGENT's, is unset by name there), and a PREFIX_* pattern also takes the names of that prefix a
+    narrower keep rule would keep: the remote side holds no caller's value to keep, only the remote login's."""
+    from mam.envscrub import matches, may_keep
 
-    keeps = [k.pattern for k in keep]
+    keep = tuple(keep)
     out: list[str] = []
-    for pattern in scrub:
+    for rule in scrub:
+        pattern = rule.pattern
+        keeps = [k.pattern for k in keep if may_keep(k, rule, pattern)]
         if pattern.endswith("*"):
             whole = any(k.endswith("*") and pattern.startswith(k[:-1]) for k in keeps)
         else:
@@ -83,7 +87,7 @@ def unset_patterns(scrub: Iterable[str], keep: Iterable[KeepRule]) -> tuple[str,
 def build_route(app: AppLike, host: str) -> Route | None:
     """The route to `host` (None for this machine): check_host first (exit 2 for anything ssh could read as an
     option), shared connections under <workspace>/.mam/ssh, ssh's connect timeout from $MAM_TIMEOUT."""
-    from mam.envscrub import ALWAYS_REMOVED, keep_rules
+    from mam.envscrub import ALWAYS_REMOVED
     from mam.names import check_host, is_local
     from mam.transport import SshTransport
 
@@ -91,9 +95,7 @@ def build_route(app: AppLike, host: str) -> Route | None:
     if is_local(host):
         return None
     env_set = parse_ssh_env(app.env.get(SSH_ENV_VAR))
-    config = app.workspace.config
-    scrub = [*config.scrub, *(rule.pattern for rule in app.plugins.scrub_rules(True))]
-    keep = keep_rules(config.keep, f"config {config.path}")
+    scrub, keep = app.scrub_rules(True)
     dot_mam = app.workspace.dot_mam
     dot_mam.mkdir(exist_ok=True)  # the workspace's own folder; the ssh folder itself is checked by the transport
     transport = SshTransport(host, dot_mam / "ssh", app.timeout, ssh_config=ssh_config(app.env))

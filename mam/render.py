@@ -441,6 +441,11 @@ def env_text(doc: dict[str, Any]) -> str:
                            [(d["name"], d["rule"], d["source"]) for d in doc["removed"]]))
     else:
         lines.append("nothing to remove")
+    refused = [d for d in doc["removed"] if d["not_kept_by"] is not None]
+    for d in refused:  # a workspace's keep that matched, and may not keep a marker
+        lines.append(visible(f"{d['name']}: not kept by {d['not_kept_by']} ({d['not_kept_source']}): a workspace's "
+                             "keep never keeps a marker (it may name a CLAUDE_CODE_* setting in full); your own "
+                             "config ($XDG_CONFIG_HOME/mam/config.yaml) may"))
     if doc["kept"]:
         lines.append("")
         lines.append(table(("KEPT", "MATCHED", "KEPT BY", "SOURCE"),

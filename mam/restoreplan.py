@@ -152,6 +152,24 @@ def is_candidate(row: Row, live: str, named: bool) -> bool:
 
 def _argv(step: Step, library: Library, app: App) -> tuple[str, ...]:
     """The argv that starts the row's agent again, resuming its session when the row knows it."""
+    from mam.kinds.library import load_library
+
+    resumed, step.resume = _library_argv(step, library)
+    spec = step.spec or {}
+    own = (*agent_argv(spec.get("kind"), spec.get("command"), []), *(spec.get("args") or ()))
+    # A clone may carry .mam/states.yaml: a resume template of its own (claude's --mcp-config runs any program),
+    # or `programs` that make a kind's resume apply to another program, is outside the spec's signature, so an
+    # argv that is neither the spec's own nor the one the shipped kinds give needs the user's consent.
+    try:
+        shipped: tuple[str, ...] | None = _library_argv(step, load_library(None))[0]
+    except MamError:
+        shipped = None
+    step.workspace_resume = resumed not in (shipped, own)
+    return resumed
+
+
+def _library_argv(step: Step, library: Library) -> tuple[tuple[str, ...], bool]:
+    """The argv `library` gives for the step's spec, and whether it resumes the row's session."""
     spec, row = step.spec or {}, step.row
     args = list(spec.get("args") or ())
     program = agent_argv(spec.get("kind"), spec.get("command"), [])
@@ -160,16 +178,8 @@ def _argv(step: Step, library: Library, app: App) -> tuple[str, ...]:
         kind = library.kind_of(program, spec.get("kind"))
         resumed = library.resume_argv(kind, program[0], args, session) if kind else None
         if resumed is not None:
-            step.resume = True
-            from mam.kinds.library import load_library
-
-            shipped = load_library(None)
-            # A clone may carry .mam/states.yaml: a resume template of its own (claude's --mcp-config runs any
-            # program) is outside the spec's signature, so it needs the user's consent like an unsigned spec.
-            step.workspace_resume = kind is None or kind not in shipped.kinds or resumed != shipped.resume_argv(
-                kind, program[0], args, session)
-            return (*program, *resumed[1:])
-    return (*program, *args)
+            return (*program, *resumed[1:]), True
+    return (*program, *args), False
 
 
 def _plan(app: App, row: Row, outcome: ServerOutcome, named: bool, library: Library,

@@ -35,11 +35,9 @@ SIGNED, UNSIGNED, MISMATCH, NO_KEY = "signed", "unsigned", "mismatch", "no_key"
 def key_path(env: Mapping[str, str]) -> Path:
     """$XDG_CONFIG_HOME/mam/spec.key (an absolute XDG_CONFIG_HOME only, as the XDG spec says), else
     ~/.config/mam/spec.key."""
-    config = env.get("XDG_CONFIG_HOME") or ""
-    if not os.path.isabs(config):
-        home = env.get("HOME") or os.path.expanduser("~")
-        config = os.path.join(home, ".config")
-    return Path(config) / "mam" / "spec.key"
+    from mam.workspace import user_config_dir
+
+    return user_config_dir(env) / "spec.key"
 
 
 def _refuse(path: Path, why: str) -> MamError:

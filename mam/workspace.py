@@ -94,14 +94,14 @@ def _patterns(env: dict[object, object], key: str) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _config(data: object, path: Path) -> Config:
+def _config(data: object, path: Path, keys: tuple[str, ...] = CONFIG_KEYS) -> Config:
     from mam.registry import yamlio
 
     if data is None:
         return Config(path)
     if not isinstance(data, dict):
         raise _ConfigError(f"the top level must be a mapping, got {type(data).__name__}")
-    yamlio.refuse_unknown_keys(data, CONFIG_KEYS, error=_ConfigError, conjunction=" or ", say_where=True)
+    yamlio.refuse_unknown_keys(data, keys, error=_ConfigError, conjunction=" or ", say_where=True)
     backend = data.get("backend")
     if backend is not None and not is_valid_name(backend):
         raise _ConfigError(f"backend must be a backend name, got {shown(backend, 40)}", "backend")
@@ -117,18 +117,42 @@ def _config(data: object, path: Path) -> Config:
 
 def load_config(root: Path) -> Config:
     """`.mam/config.yaml`, validated: anything mam would not use is refused with its line, never ignored."""
-    path = root / ".mam" / "config.yaml"
-    text = read_text(path, path, MAX_CONFIG_BYTES, "invalid_config", _CONFIG_HINT)
+    return _load(root / ".mam" / "config.yaml", CONFIG_KEYS, _CONFIG_HINT)
+
+
+def _load(path: Path, keys: tuple[str, ...], hint: str) -> Config:
+    text = read_text(path, path, MAX_CONFIG_BYTES, "invalid_config", hint)
     if text is None:
         return Config(path)
     from mam.registry import yamlio
 
-    document = yamlio.load_or_refuse(text, path, "invalid_config", _CONFIG_HINT)
+    document = yamlio.load_or_refuse(text, path, "invalid_config", hint)
     try:
-        return _config(document, path)
+        return _config(document, path, keys)
     except _ConfigError as err:
         line = yamlio.line_of(text, err.where, at_key=err.at_key)
-        raise yamlio.refusal("invalid_config", path, line, err.message, _CONFIG_HINT) from None
+        raise yamlio.refusal("invalid_config", path, line, err.message, hint) from None
+
+
+def user_config_dir(env: Mapping[str, str]) -> Path:
+    """$XDG_CONFIG_HOME/mam (an absolute XDG_CONFIG_HOME only, as the XDG spec says), else ~/.config/mam: the
+    user's own folder, outside every workspace, so a clone never carries it."""
+    config = env.get("XDG_CONFIG_HOME") or ""
+    if not os.path.isabs(config):
+        home = env.get("HOME") or os.path.expanduser("~")
+        config = os.path.join(home, ".config")
+    return Path(config) / "mam"
+
+
+# The user's own config takes `env:` only: the backend is a workspace's choice ($MAM_BACKEND, --backend).
+USER_CONFIG_KEYS = ("env",)
+
+
+def load_user_config(env: Mapping[str, str]) -> Config:
+    """The user's own `config.yaml` (user_config_dir), validated as a workspace's; trusted, unlike that one: its
+    `keep` may keep what a workspace's may not (mam.envscrub.may_keep)."""
+    path = user_config_dir(env) / "config.yaml"
+    return _load(path, USER_CONFIG_KEYS, f"fix {path}: it takes `env:` with `scrub:` and `keep:` lists")
 
 
 def open_workspace(explicit: str | None = None, env: Mapping[str, str] | None = None,

@@ -32,6 +32,7 @@ from mam.plugin.records import (
     CommandResult,
     ErrorKind,
     Failure,
+    ScrubRule,
     ServerError,
     SpawnRequest,
 )
@@ -79,7 +80,7 @@ class Remote:
 def _route(sshd: Sshd, control: Path, tmpdir: Path, home: Path, *, config: Path | None = None) -> Route:
     scrub = [rule.pattern for rule in DEFAULT_RULES] + ["TMUX", "TMUX_PANE", "HERDR_*", "MAM_SHIM_GUARD"]
     transport = SshTransport(sshd.host, control, 10, ssh_config=config or sshd.config_path)
-    return Route(transport, unset_patterns(scrub, keep_rules((), "test")),
+    return Route(transport, unset_patterns([ScrubRule(p, "test") for p in scrub], keep_rules((), "test")),
                  {"TMUX_TMPDIR": str(tmpdir), "HOME": str(home)})
 
 
@@ -283,9 +284,16 @@ def test_a_config_keep_rule_leaves_its_variable_on_the_remote_side(sshd: Sshd, t
     ws = tmp_path / "ws"
     (ws / ".mam").mkdir(parents=True)
     (ws / ".mam" / "config.yaml").write_text("env:\n  scrub: [MY_MARK, MY_*]\n  keep: [MY_MARK, CLAUDECODE]\n")
-    route = build_route(_app(tmp_path, sshd), "mam-test")
+    config = tmp_path / "config"
+    route = build_route(_app(tmp_path, sshd, XDG_CONFIG_HOME=str(config)), "mam-test")
     assert route is not None
-    assert "MY_*" in route.env_unset and "MY_MARK" not in route.env_unset and "CLAUDECODE" not in route.env_unset
+    assert "MY_*" in route.env_unset and "MY_MARK" not in route.env_unset
+    # A workspace keeps no marker, there as here; the user's own config may.
+    assert "CLAUDECODE" in route.env_unset
+    (config / "mam").mkdir(parents=True)
+    (config / "mam" / "config.yaml").write_text("env:\n  keep: [CLAUDECODE]\n")
+    route = build_route(_app(tmp_path, sshd, XDG_CONFIG_HOME=str(config)), "mam-test")
+    assert route is not None and "CLAUDECODE" not in route.env_unset
 
 
 @pytest.mark.parametrize("host", ["-oProxyCommand=touch /tmp/x", "-p", "a b", "h;id"])

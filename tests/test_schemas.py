@@ -238,10 +238,13 @@ def test_the_backends_schema_names_every_operation() -> None:
 
 
 def test_env_with_removed_and_kept_variables(ws: Workspace) -> None:
-    ws.write_config("env:\n  scrub: [ACME_*]\n  keep: [CLAUDE_CODE_ENTRYPOINT]\n")
-    doc = checked(ws, "env", env={**ws.env, "CLAUDECODE": "1", "ACME_TOKEN": "x", "CLAUDE_CODE_ENTRYPOINT": "cli"})
-    assert {d["name"] for d in doc["removed"]} == {"CLAUDECODE", "ACME_TOKEN"}
-    assert [d["name"] for d in doc["kept"]] == ["CLAUDE_CODE_ENTRYPOINT"]
+    ws.write_config("env:\n  scrub: [ACME_*]\n  keep: [CLAUDE_CODE_ENTRYPOINT, CLAUDE_CODE_MAX_OUTPUT_TOKENS]\n")
+    doc = checked(ws, "env", env={**ws.env, "CLAUDECODE": "1", "ACME_TOKEN": "x", "CLAUDE_CODE_ENTRYPOINT": "cli",
+                                  "CLAUDE_CODE_MAX_OUTPUT_TOKENS": "9"})
+    assert {d["name"] for d in doc["removed"]} == {"CLAUDECODE", "ACME_TOKEN", "CLAUDE_CODE_ENTRYPOINT"}
+    assert [d["name"] for d in doc["kept"]] == ["CLAUDE_CODE_MAX_OUTPUT_TOKENS"]
+    # a marker the workspace's keep named, and may not keep
+    assert [d["not_kept_by"] for d in doc["removed"] if d["not_kept_by"]] == ["CLAUDE_CODE_ENTRYPOINT"]
 
 
 def test_kinds_shipped_and_with_a_workspace_file(ws: Workspace) -> None:

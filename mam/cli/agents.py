@@ -45,13 +45,17 @@ def spawn(ctx: typer.Context,
               "--env", metavar="NAME", help="pass your value of NAME to the agent; the registry keeps the name "
                                             "only (repeatable)")] = None,
           host: Host = None,
+          trust_spec: Annotated[bool, typer.Option(
+              "--trust-spec", help="run it even when the workspace's .mam/states.yaml puts words into its argv "
+                                   "(mam shows them and refuses without this, or a yes at a terminal)")] = False,
           as_json: Json = False) -> int:
     call = begin(ctx, as_json, takes_trailing=True)
     from mam.commands.lifecycle import spawn_document
 
+    ask = _ask if not call.json and sys.stdin is not None and sys.stdin.isatty() else None  # never in a script
     doc = spawn_document(call.open(), name, agent=agent, server=server, cwd=cwd, command=command,
                          args=[*(args or ()), *call.trailing], env_names=env or [], progress=not call.json,
-                         host=host)
+                         host=host, trust_spec=trust_spec, ask=ask)
     s = doc["session"]
     from mam.render import visible
 
@@ -125,7 +129,11 @@ def _stop_all(call: Any, name: str | None, server: str | None, force: bool, yes:
 
 
 _DOUBTS = {"unsigned": "it carries no signature of your mam", "no_key": "you have no key to check its signature",
-           "mismatch": "it is not as your mam signed it (edited, or signed with another user's key)"}
+           "mismatch": "it is not as your mam signed it (edited, or signed with another user's key)",
+           "workspace_resume": "its resume argv holds words from this workspace's .mam/states.yaml, which no "
+                               "signature covers",
+           "workspace_argv": "its argv holds words from this workspace's .mam/states.yaml, which no signature "
+                             "covers"}
 
 
 def _ask(agent: dict[str, Any]) -> bool:
@@ -138,8 +146,10 @@ def _ask(agent: dict[str, Any]) -> bool:
     on = f" on {agent['host']}" if agent.get("host") else " on this machine"
     lines = [f"{agent['name']} ({agent['backend']} server {agent['server']}{on}): its launch spec is not one "
              f"your mam wrote: {_DOUBTS.get(agent['spec_trust'], agent['spec_trust'])}",
-             f"  argv: {shlex.join(agent['argv'] or [])}", f"  cwd: {agent['cwd']}",
-             f"  env: {', '.join(agent['env_names']) or '(none)'}"]
+             f"  argv: {shlex.join(agent['argv'] or [])}",
+             *([f"  without the workspace: {shlex.join(agent['argv_without_workspace'])}"]
+               if "argv_without_workspace" in agent else []),
+             f"  cwd: {agent['cwd']}", f"  env: {', '.join(agent['env_names']) or '(none)'}"]
     sys.stderr.write("".join(visible(line) + "\n" for line in lines) + "run it, and sign it as yours? [y/N] ")
     sys.stderr.flush()
     return sys.stdin.readline(64).strip().lower() in ("y", "yes")

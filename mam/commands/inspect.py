@@ -72,7 +72,9 @@ def env_document(app: App) -> dict[str, Any]:
     return {
         "schema": 1,
         "workspace": str(app.workspace.root),
-        "removed": [{"name": d.name, "rule": d.rule.pattern, "source": d.rule.source} for d in plan.removed],
+        "removed": [{"name": d.name, "rule": d.rule.pattern, "source": d.rule.source,
+                     "not_kept_by": d.refused_keep.pattern if d.refused_keep else None,
+                     "not_kept_source": d.refused_keep.source if d.refused_keep else None} for d in plan.removed],
         "kept": [{"name": d.name, "rule": d.rule.pattern, "source": d.rule.source, "kept_by": d.kept_by.pattern,
                   "kept_source": d.kept_by.source} for d in plan.kept if d.kept_by is not None],
         "variables": len(plan.env),

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import os
 import secrets
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mam import inflight, registry
 from mam.app import App
@@ -36,6 +37,9 @@ from mam.progress import waiting
 from mam.registry import Row, RowKey
 from mam.route import remote_route
 from mam.rows import rows_named, rows_on, session_entry, snapshot, unchanged_rows
+
+if TYPE_CHECKING:
+    from mam.kinds.library import Library
 
 # What belongs to the agent a row held before: a new spawn of the name records its own, or none.
 RESPAWN_DROPS = ("agent_session", "restored_at", "restore_count", "restore_times", "exit_status", "exit_signal",
@@ -111,12 +115,12 @@ def launch_spec(agent: str | None, command: str | None, args: list[str], cwd: st
     return spec
 
 
-def learned_session(app: App, argv: tuple[str, ...], agent: str | None) -> str | None:
+def learned_session(library: Library, argv: tuple[str, ...], agent: str | None) -> str | None:
     """The agent's own session id when the arguments name it (`--session-id ID`, `--resume ID`)."""
     if not any(word.startswith("-") for word in argv[1:]):  # no option, no session id: skip reading the library
         return None
-    kind = app.kinds.kind_of(argv, agent)
-    return app.kinds.session_from_args(kind, argv[1:]) if kind else None
+    kind = library.kind_of(argv, agent)
+    return library.session_from_args(kind, argv[1:]) if kind else None
 
 
 def check_label(app: App, agent: str) -> None:
@@ -131,20 +135,52 @@ def check_label(app: App, agent: str) -> None:
                        hint="add a kind of your own in .mam/states.yaml (docs/states.md), or leave --agent out")
 
 
-def new_session(app: App, argv: tuple[str, ...], agent: str | None) -> tuple[str | None, tuple[str, ...]]:
-    """A fresh session id and the argv that starts the agent with it, when its kind has `new_session` (claude:
-    `--session-id UUID`); else (None, argv) unchanged. The launch spec keeps the user's own arguments: restore
-    resumes by the id, not by these options."""
-    library = app.kinds
+def new_session(library: Library, argv: tuple[str, ...], agent: str | None,
+                session: str) -> tuple[str | None, tuple[str, ...]]:
+    """`session` (a fresh id) and the argv that starts the agent with it, when its kind has `new_session`
+    (claude: `--session-id UUID`); else (None, argv) unchanged. The launch spec keeps the user's own arguments:
+    restore resumes by the id, not by these options."""
     kind = library.kind_of(argv, agent)
-    import uuid
-
-    session = str(uuid.uuid4())
     extra = library.new_session_args(kind, session)
     if extra is None or kind is None or Path(argv[0]).name not in library.kinds[kind].programs:
         return None, argv  # and a wrapper (npx, python -m) takes its own options where the kind's would go
     # Right after the program: before any argument of the user's, none of which can take them as its value.
     return session, (argv[0], *extra, *argv[1:])
+
+
+def started_as(library: Library, argv: tuple[str, ...], agent: str | None,
+               fresh: str) -> tuple[str | None, tuple[str, ...]]:
+    """The session the agent runs (named in its arguments, else `fresh` when its kind takes one) and its argv."""
+    session = learned_session(library, argv, agent)
+    if session is not None:
+        return session, argv
+    return new_session(library, argv, agent, fresh)
+
+
+def workspace_words(own: tuple[str, ...], agent: str | None, fresh: str,
+                    argv: tuple[str, ...]) -> tuple[str, ...] | None:
+    """The argv without the workspace's .mam/states.yaml, when `argv` (with it) is neither that nor the user's
+    own `own`: the workspace put words into what runs (a kind's `new_session`, or `programs` that make another
+    kind's apply), which need the user's consent (docs/trust.md). None when it changed nothing."""
+    from mam.kinds.library import load_library
+
+    _, trusted = started_as(load_library(None), own, agent, fresh)
+    return None if argv in (trusted, own) else trusted
+
+
+def _consent_to_words(name: str, entry: dict[str, Any], trust_spec: bool,
+                      ask: Callable[[dict[str, Any]], bool] | None) -> None:
+    """Go on with an argv holding the workspace's words only with the user's consent: --trust-spec, or a yes to
+    `ask` (a terminal's question, never with --json); else refuse, before anything is written or started."""
+    if trust_spec or (ask is not None and ask(entry)):
+        return
+    import shlex
+
+    raise MamError("operation_failed", f"{name}: its argv holds words from this workspace's .mam/states.yaml, "
+                   f"which no signature covers: not run; it would run `{shlex.join(entry['argv'])}`, without the "
+                   f"workspace `{shlex.join(entry['argv_without_workspace'])}`",
+                   hint="read its argv, then the same `mam spawn` with --trust-spec runs it and signs it as yours; "
+                        "or take the kind's new_session (or programs) out of .mam/states.yaml")
 
 
 def checked_directory(cwd: str | None) -> Path:
@@ -184,20 +220,24 @@ def remote_directory(app: App, cwd: str | None, host: str) -> Path:
 
 def spawn_document(app: App, name: str, *, agent: str | None, server: str | None, cwd: str | None,
                    command: str | None, args: list[str], env_names: list[str] | None = None,
-                   progress: bool = False, host: str | None = None) -> dict[str, Any]:
+                   progress: bool = False, host: str | None = None, trust_spec: bool = False,
+                   ask: Callable[[dict[str, Any]], bool] | None = None) -> dict[str, Any]:
     """`progress`: say on stderr, when it is a terminal, what a wait of more than a second waits for.
     `env_names`: variables whose current value the agent gets; the row records their names only.
-    `host`: the SSH destination of the server (None: $MAM_HOST, else this machine)."""
+    `host`: the SSH destination of the server (None: $MAM_HOST, else this machine).
+    `trust_spec`: run an argv that holds words of the workspace's .mam/states.yaml; `ask`: asks the user about
+    it, seeing its entry (argv, the argv without the workspace, cwd, env_names); without either it is refused."""
     check_name(name, "agent name")
     server = default_server(app, server)
     there = chosen_host(app, host)
     route = app.route(there)
     with remote_route(route):
-        return _spawn(app, name, agent, server, cwd, command, args, env_names, progress, there)
+        return _spawn(app, name, agent, server, cwd, command, args, env_names, progress, there, trust_spec, ask)
 
 
 def _spawn(app: App, name: str, agent: str | None, server: str, cwd: str | None, command: str | None,
-           args: list[str], env_names: list[str] | None, progress: bool, there: str) -> dict[str, Any]:
+           args: list[str], env_names: list[str] | None, progress: bool, there: str, trust_spec: bool = False,
+           ask: Callable[[dict[str, Any]], bool] | None = None) -> dict[str, Any]:
     if command is None and agent is not None and agent not in agent_programs() and agent in app.kinds.kinds:
         # a kind of the library (`generic`, one of .mam/states.yaml) names screen rules, not a program to run
         raise MamError("usage", f"--agent {agent} alone: mam has no program to run for that kind",
@@ -229,9 +269,17 @@ def _spawn(app: App, name: str, agent: str | None, server: str, cwd: str | None,
     missing = missing_program(argv[0], app.server_env, directory) if spec.program_check and not there else None
     if missing is not None:  # else the pane would die at once, or never show its agent
         raise MamError("usage", missing, hint="install it or put it on PATH, or give its path with --command")
-    session = learned_session(app, argv, agent)  # a bad .mam/states.yaml is refused before anything starts
-    if session is None:  # the kind takes an id for a new conversation: mam picks one, for restore to resume
-        session, argv = new_session(app, argv, agent)
+    # The kind takes an id for a new conversation: mam picks one, for restore to resume.
+    import uuid
+
+    own, fresh = argv, str(uuid.uuid4())
+    session, argv = started_as(app.kinds, own, agent, fresh)  # a bad .mam/states.yaml is refused here
+    without = workspace_words(own, agent, fresh, argv)
+    if without is not None:
+        entry = {"name": name, "backend": app.backend_name, "server": server, "host": there or None,
+                 "spec_trust": "workspace_argv", "argv": list(argv), "argv_without_workspace": list(without),
+                 "cwd": str(directory), "env_names": names}
+        _consent_to_words(name, entry, trust_spec, ask)
     key = (app.backend_name, server, name, there)
     known = app.load_registry().find(key)  # an invalid registry is refused before anything starts
     from mam import specsign
