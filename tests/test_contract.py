@@ -62,6 +62,13 @@ class TestHerdrContract(BackendContract):
         yield "boot"
 
     @pytest.fixture
+    def foreign_agent(self, env: dict[str, str], empty_server: str) -> tuple[str, str]:
+        """A pane the user ran without a name: zellij titles it after its command."""
+        subprocess.run([str(FAKES / "zellij"), "--session", empty_server, "run", "--", "cat"], env=env, check=True,
+                       timeout=30, capture_output=True)
+        return empty_server, "cat"
+
+    @pytest.fixture
     def spawn_request(self, tmp_path: Path) -> SpawnRequest:
         """herdr starts only the agent kinds it knows, each with its own program."""
         return SpawnRequest(name="kit-agent", agent="claude", cwd=str(tmp_path), argv=("claude",))
@@ -98,6 +105,13 @@ class TestZellijContract(BackendContract):
     @pytest.fixture
     def bootstrap_server(self, env: dict[str, str]) -> Iterator[str]:
         yield "boot"
+
+    @pytest.fixture
+    def foreign_agent(self, env: dict[str, str], empty_server: str) -> tuple[str, str]:
+        """A pane the user ran without a name: zellij titles it after its command."""
+        subprocess.run([str(FAKES / "zellij"), "--session", empty_server, "run", "--", "cat"], env=env, check=True,
+                       timeout=30, capture_output=True)
+        return empty_server, "cat"
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
@@ -150,6 +164,14 @@ class TestTmuxContract(BackendContract):
     @pytest.fixture
     def bootstrap_server(self, env: dict[str, str]) -> Iterator[str]:
         yield self._server()
+
+    @pytest.fixture
+    def foreign_agent(self, env: dict[str, str]) -> tuple[str, str]:
+        """The user's own session, made by hand: no @mam_pane."""
+        server = self._server()
+        subprocess.run(["tmux", "-L", server, "-f", "/dev/null", "new-session", "-d", "-s", "work", "sleep 600"],
+                       env=env, check=True, timeout=30)
+        return server, "work"
 
 
 def test_fake_runner_lets_a_backend_run_without_its_binary(fake_runner: FakeRunner) -> None:
