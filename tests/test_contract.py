@@ -62,13 +62,6 @@ class TestHerdrContract(BackendContract):
         yield "boot"
 
     @pytest.fixture
-    def foreign_agent(self, env: dict[str, str], empty_server: str) -> tuple[str, str]:
-        """A pane the user ran without a name: zellij titles it after its command."""
-        subprocess.run([str(FAKES / "zellij"), "--session", empty_server, "run", "--", "cat"], env=env, check=True,
-                       timeout=30, capture_output=True)
-        return empty_server, "cat"
-
-    @pytest.fixture
     def spawn_request(self, tmp_path: Path) -> SpawnRequest:
         """herdr starts only the agent kinds it knows, each with its own program."""
         return SpawnRequest(name="kit-agent", agent="claude", cwd=str(tmp_path), argv=("claude",))

@@ -139,7 +139,7 @@ def mam_stop_agent(backend: Backend, server: str, name: str, ctx: CallContext, f
     :return: `stopped` True when it ran and is closed, False when it was already gone (not an error), or when
         it was left as someone else's (`foreign`).
 
-    Since hook API 1; `force` since hook API 4.
+    Since hook API 1 (`force` since hook API 4).
     """
     raise NotImplementedError
 
