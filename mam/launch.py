@@ -28,7 +28,8 @@ from mam.registry.file import ENV_NAME
 
 POLL_INTERVAL = 0.05  # between the listings a launch polls until its agent shows
 # What the last attempt at a row left: a re-spawn that replaces the row drops them.
-STALE_FIELDS = ("terminated_at", "terminated_reason", "stopped_at", "adopted_at", "spawn_failed", "crash_loop_at")
+STALE_FIELDS = ("terminated_at", "terminated_reason", "stopped_at", "adopted_at", "spawn_failed", "crash_loop_at",
+                "stop_requested_at")
 
 
 def agent_argv(agent: str | None, command: str | None, args: list[str]) -> tuple[str, ...]:

@@ -42,13 +42,14 @@ from mam.progress import waiting
 from mam.registry import Row, RowKey
 from mam.route import remote_route
 from mam.rows import live_agent, rows_named, rows_on, snapshot, unchanged_rows
+from mam.stopping import STOP_REQUESTED
 
 if TYPE_CHECKING:
     from mam.kinds.library import Library
 
 NO_SPEC = "no launch spec: spawn it again"
 # Why --all passes a row over (Step.reason): none of them is a failure of the command.
-SKIP_REASONS = ("no_spec", "never_started", "crash_loop", "backoff")
+SKIP_REASONS = ("no_spec", "never_started", "stopped", "crash_loop", "backoff")
 
 
 @dataclass
@@ -211,6 +212,12 @@ def _plan(app: App, row: Row, outcome: ServerOutcome, named: bool, library: Libr
         step.reason = "never_started"
         step.message = "its spawn never started it" + (f" ({why})" if isinstance(why, str) and why else "") + \
             f": --all leaves it; spawn it again, or `mam restore {row.name}`"
+        return step
+    if step.automatic and row.raw.get(STOP_REQUESTED) is not None:
+        # `mam stop` recorded it before closing the agent: a row whose outcome could not be written (a full disk)
+        # still says running, and must not bring back what the user stopped.
+        step.reason = "stopped"
+        step.message = f"`mam stop` stopped it: --all leaves it; `mam restore {row.name}` starts it again"
         return step
     step.spec = row_spec(row)
     step.outcome = "failed"

@@ -259,8 +259,11 @@ class Tmux:
         return subprocess.run(["tmux", "-L", server, "-f", "/dev/null", *args], env=self.env, capture_output=True,
                               text=True, timeout=20, check=check, stdin=subprocess.DEVNULL)
 
-    def agent(self, server: str, name: str, cwd: str = "/", command: str = "sleep 600") -> None:
-        self.run(server, "new-session", "-d", "-s", name, "-c", cwd, command)
+    def agent(self, server: str, name: str, cwd: str = "/", command: str = "sleep 600", mam: bool = False) -> None:
+        """A session made by hand; with `mam`, marked as mam's spawn marks its own (`@mam_pane`), so that a stop
+        closes it."""
+        mark = [";", "set-option", "-F", "@mam_pane", "#{pane_id}"] if mam else []
+        self.run(server, "new-session", "-d", "-s", name, "-c", cwd, command, *mark)
 
     @property
     def socket_dir(self) -> Path:

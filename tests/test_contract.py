@@ -99,6 +99,13 @@ class TestZellijContract(BackendContract):
     def bootstrap_server(self, env: dict[str, str]) -> Iterator[str]:
         yield "boot"
 
+    @pytest.fixture
+    def foreign_agent(self, env: dict[str, str], empty_server: str) -> tuple[str, str]:
+        """A pane the user ran without a name: zellij titles it after its command."""
+        subprocess.run([str(FAKES / "zellij"), "--session", empty_server, "run", "--", "cat"], env=env, check=True,
+                       timeout=30, capture_output=True)
+        return empty_server, "cat"
+
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 class TestTmuxContract(BackendContract):
@@ -150,6 +157,14 @@ class TestTmuxContract(BackendContract):
     @pytest.fixture
     def bootstrap_server(self, env: dict[str, str]) -> Iterator[str]:
         yield self._server()
+
+    @pytest.fixture
+    def foreign_agent(self, env: dict[str, str]) -> tuple[str, str]:
+        """The user's own session, made by hand: no @mam_pane."""
+        server = self._server()
+        subprocess.run(["tmux", "-L", server, "-f", "/dev/null", "new-session", "-d", "-s", "work", "sleep 600"],
+                       env=env, check=True, timeout=30)
+        return server, "work"
 
 
 def test_fake_runner_lets_a_backend_run_without_its_binary(fake_runner: FakeRunner) -> None:

@@ -195,8 +195,9 @@ def test_stop_of_a_name_that_is_not_registered_fails_unless_forced(ws: Workspace
 def test_a_dead_pane_is_never_alive_and_stop_closes_it(ws: Workspace, tmux: Tmux) -> None:
     server = tmux.name()
     ws.mam_json("spawn", "keeper", "--server", server, "--command", STAND_IN)
-    # A session someone keeps after its program ends (remain-on-exit), registered as running.
-    tmux.run(server, "new-session", "-d", "-s", "ghost", "sleep 0.2", ";", "set-option", "-w", "remain-on-exit", "on")
+    # A session mam made (its @mam_pane set) whose program ended, kept by remain-on-exit, registered as running.
+    tmux.run(server, "new-session", "-d", "-s", "ghost", "sleep 0.2", ";", "set-option", "-w", "remain-on-exit", "on",
+             ";", "set-option", "-F", "@mam_pane", "#{pane_id}")
     deadline = time.monotonic() + 10
     while tmux.run(server, "list-panes", "-t", "=ghost:", "-F", "#{pane_dead}").stdout.strip() != "1":
         assert time.monotonic() < deadline

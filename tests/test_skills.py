@@ -317,7 +317,7 @@ def test_read_and_stop_find_a_tmux_row_with_no_config(installed: Workspace, tmux
     """No $MAM_BACKEND, no config (mam's default is herdr), no SERVER argument: the row says tmux and where."""
     ws = installed
     server = tmux.name()
-    tmux.agent(server, "alpha", command="sh -c 'echo alpha is here; exec sleep 600'")
+    tmux.agent(server, "alpha", command="sh -c 'echo alpha is here; exec sleep 600'", mam=True)
     ws.write_registry(f"sessions:\n  - {{name: alpha, backend: tmux, server: {server}, status: running}}\n")
     env = {**no_backend_env(ws), "PATH": os.pathsep.join(p for p in ws.env["PATH"].split(os.pathsep)
                                                          if not (Path(p) / "herdr").exists())}

@@ -288,7 +288,7 @@ def test_stop_all_asks_refuses_without_a_terminal_and_stops_in_scope(ws: Workspa
     assert code == 0 and "b1 on tmux server" in out and "stopped" in out
     doc = ws.mam_json("stop", "--all", "--yes")
     assert [(a["name"], a["outcome"]) for a in doc["agents"]] == [("a1", "stopped"), ("a2", "stopped")]
-    assert doc["counts"] == {"stopped": 2, "terminated": 0, "failed": 0}
+    assert doc["counts"] == {"stopped": 2, "terminated": 0, "failed": 0, "left": 0}
     assert {s["name"]: s["status"] for s in ws.mam_json("status")["sessions"]} == {
         "a1": "stopped", "a2": "stopped", "b1": "stopped"}
     assert "a1" not in tmux.run(one, "list-sessions", check=False).stdout  # closed

@@ -335,8 +335,11 @@ class HerdrBackend:
             return outcome
         return SpawnResult(True, f"started {request.name} in herdr pane {pane_id}", pane_id=pane_id)
 
-    def stop(self, server: str, name: str, ctx: CallContext) -> StopResult:
-        agent = find_for_stop(self, server, name, ctx)
+    def stop(self, server: str, name: str, ctx: CallContext, force: bool = False) -> StopResult:
+        """Close the pane of the agent herdr knows as `name`. herdr names an agent only when `agent start NAME`
+        started it (or someone renamed it): a pane where anyone runs an agent by hand has no name, so no row
+        reaches it."""
+        agent = find_for_stop(self, server, name, ctx, force)
         if isinstance(agent, StopResult):
             return agent
         assert agent.pane_id is not None

@@ -82,6 +82,9 @@ _SESSION_ID = re.compile(r"\$[0-9]+")
 # any of its windows is alive.
 _REMAINS_FORMAT = "#{session_id}" + SEP + "#{?@mam_pane,mam,}"
 _ALL_DEAD = "#{==:#{W:#{P:#{?pane_dead,,x}}},}"
+# Each pane of a session before a stop: the session's id, "mam" when mam made it, whether the pane is dead.
+_STOP_FORMAT = SEP.join(["#{session_id}", "#{?@mam_pane,mam,}", "#{pane_dead}"])
+FOREIGN = "mam-foreign"  # what the stop prints when the session's mark went between its look and its close
 # What tmux knows of a pane for its state, printed before its capture: ids and numbers as they are (the cursor's
 # row only while the cursor is shown, and the pane's height), the command (anyone's process name) escaped, last.
 FACTS_FORMAT = SEP.join(["#{pane_id}", "#{pane_dead}", "#{pane_dead_status}", "#{pane_dead_signal}",
@@ -181,7 +184,9 @@ def parse_panes(stdout: str) -> tuple[Agent, ...]:
         if name == KEEPALIVE or dead == "1" or (_PANE_ID.fullmatch(own) and own != pane_id):
             continue
         position = (int(window), int(pane))
-        agent = Agent(name=name, agent=_unescape(kind) or None, cwd=_unescape(path) or None, pane_id=pane_id)
+        # A session without @mam_pane is not mam's (the user's own, or adopted): never closed without --force.
+        agent = Agent(name=name, agent=_unescape(kind) or None, cwd=_unescape(path) or None, pane_id=pane_id,
+                      foreign=not _PANE_ID.fullmatch(own))
         if sid not in firsts:
             order.append(sid)
             firsts[sid] = (position, agent)
@@ -640,12 +645,38 @@ class TmuxBackend:
                 names.append(name)
         return sorted(names)
 
-    def stop(self, server: str, name: str, ctx: CallContext) -> StopResult:
-        # One invocation: whether any of its panes still runs, then close it (a session of dead panes too).
+    def stop(self, server: str, name: str, ctx: CallContext, force: bool = False) -> StopResult:
+        """Close session `name` when mam made it (its `@mam_pane` is set); one without it is the user's, and
+        left running unless `force` (the user named it with `mam stop NAME --force`)."""
         target = literal("=" + name)
-        result = self._run(server, ["list-panes", "-s", "-t", target, "-F", "#{pane_dead}", ";",
-                                    "kill-session", "-t", target], timeout=ctx.timeout, env=ctx.env)
-        if result.returncode == 0 and "0" in result.stdout.split():
+        if force:  # one invocation: whether any of its panes still runs, then close it (dead panes only too)
+            result = self._run(server, ["list-panes", "-s", "-t", target, "-F", "#{pane_dead}", ";",
+                                        "kill-session", "-t", target], timeout=ctx.timeout, env=ctx.env)
+            return self._stopped(server, name, result, "0" in result.stdout.split())
+        shown = self._run(server, ["list-panes", "-s", "-t", target, "-F", _STOP_FORMAT], timeout=ctx.timeout,
+                          env=ctx.env)
+        if shown.returncode != 0:
+            return self._stopped(server, name, shown, False)
+        panes = [line.split(SEP) for line in shown.stdout.splitlines()]
+        session_id = panes[0][0] if panes and len(panes[0]) == 3 else ""
+        if not _SESSION_ID.fullmatch(session_id):
+            return StopResult(False, "tmux could not list the session", failure=Failure(
+                self.name, server, shown, parse_error="no session id in the listing"))
+        if panes[0][1] != "mam":
+            return StopResult(False, f"tmux session {name} on server {server} was not started by mam (it has no "
+                                     "@mam_pane): left running", foreign=True)
+        # The test and the close in one step on the server: a session whose mark went meanwhile is never closed.
+        result = self._run(server, ["if-shell", "-F", "-t", session_id, "#{@mam_pane}",
+                                    f"kill-session -t '{session_id}'", f"display-message -p {FOREIGN}"],
+                           timeout=ctx.timeout, env=ctx.env)
+        if result.returncode == 0 and result.stdout.strip() == FOREIGN:
+            return StopResult(False, f"tmux session {name} on server {server} lost its @mam_pane: left running",
+                              foreign=True)
+        return self._stopped(server, name, result, any(p[2:] == ["0"] for p in panes))
+
+    def _stopped(self, server: str, name: str, result: CommandResult, ran: bool) -> StopResult:
+        """What a close of session `name` came to; `ran`: a pane of it was alive when it was asked."""
+        if result.returncode == 0 and ran:
             return StopResult(True, f"closed tmux session {name}")
         if result.returncode == 0:
             return StopResult(False, f"{name} had exited on tmux server {server}; its dead pane is closed")

@@ -120,11 +120,15 @@ def pane_list(stdout: str) -> list[dict[str, Any]]:
     return panes
 
 
+def titled(panes: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    """The terminal panes titled `name`, whoever named them."""
+    return [p for p in panes if p.get("title") == name and not p.get("is_plugin") and p.get("id") is not None]
+
+
 def held(panes: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
-    """The panes titled `name` that zellij holds: their program ended (it shows the exit code) or a resurrected
-    session brought them back suspended."""
-    return [p for p in panes if p.get("title") == name and not p.get("is_plugin") and p.get("id") is not None
-            and (p.get("exited") or p.get("is_held"))]
+    """The panes mam named `name` (agent panes: never a shell's, nor one titled after its command) that zellij
+    holds: their program ended (it shows the exit code) or a resurrected session brought them back suspended."""
+    return [p for p in titled(panes, name) if _is_agent_pane(p) and (p.get("exited") or p.get("is_held"))]
 
 
 def pane_by_id(panes: list[dict[str, Any]], pane_id: str) -> dict[str, Any] | None:
@@ -342,30 +346,50 @@ class ZellijBackend:
         panes = self._list_panes(server, ctx, pane_list)
         return panes if isinstance(panes, Failure) else pane_by_id(panes, pane_id)
 
-    def stop(self, server: str, name: str, ctx: CallContext) -> StopResult:
-        agent = find_for_stop(self, server, name, ctx)
+    def stop(self, server: str, name: str, ctx: CallContext, force: bool = False) -> StopResult:
+        """Close the pane mam named `name`. A pane titled `name` that mam did not name (a shell's, one titled
+        after its command) is someone else's: left open, unless `force` (the user named it)."""
+        agent = find_for_stop(self, server, name, ctx, force)
         if isinstance(agent, StopResult):
-            if agent.failure is None:
+            if agent.failure is None and not agent.foreign:
                 # Not running (or down): a pane zellij holds after its program ended is closed all the same.
                 panes = self._list_panes(server, ctx, pane_list)
-                gone = held(panes, name) if not isinstance(panes, Failure) else []
-                for pane in gone:
-                    self._close(server, str(pane["id"]), ctx)
-                if gone:
-                    return StopResult(False, f"{name} was not running in zellij session {server}; its held pane is "
-                                             "closed")
+                return agent if isinstance(panes, Failure) else self._stop_unlisted(server, name, panes, force,
+                                                                                    agent, ctx)
             return agent
-        assert agent.pane_id is not None
-        result = self._close(server, agent.pane_id, ctx)
+        return self._close_checked(server, agent.pane_id or "", ctx)
+
+    def _stop_unlisted(self, server: str, name: str, panes: list[dict[str, Any]], force: bool, answer: StopResult,
+                       ctx: CallContext) -> StopResult:
+        """`name` is not a live agent: close its held panes; say of a pane titled `name` that mam did not name
+        that it is left open (closed with `force`, when it is the only one)."""
+        gone = held(panes, name)
+        for pane in gone:
+            self._close(server, str(pane["id"]), ctx)
+        if gone:
+            return StopResult(False, f"{name} was not running in zellij session {server}; its held pane is closed")
+        others = titled(panes, name)
+        if not others:
+            return answer
+        if force and len(others) == 1:
+            return self._close_checked(server, str(others[0]["id"]), ctx)
+        ids = ", ".join(f"terminal_{p['id']}" for p in others)
+        why = "more than one, so none is closed" if force else "left open"
+        return StopResult(False, f"zellij pane {ids} in session {server} is titled {name} but was not named by mam "
+                                 f"(a shell's pane, or one titled after its command): {why}", foreign=True)
+
+    def _close_checked(self, server: str, pane_id: str, ctx: CallContext) -> StopResult:
+        """Close pane `pane_id` and make sure it went: zellij's close-pane says nothing either way."""
+        result = self._close(server, pane_id, ctx)
         text = result.stdout + result.stderr
         if result.returncode != 0 or text.strip():  # success is silent; any text is a failure
             return StopResult(False, "zellij close-pane failed", failure=Failure(self.name, server, result))
-        after = self._pane_now(server, agent.pane_id, ctx)
+        after = self._pane_now(server, pane_id, ctx)
         if isinstance(after, Failure):
             return StopResult(False, "zellij could not be asked whether the pane closed", failure=after)
         if after is not None:
-            return StopResult(False, f"zellij pane terminal_{agent.pane_id} is still there after close-pane")
-        return StopResult(True, f"closed zellij pane terminal_{agent.pane_id}")
+            return StopResult(False, f"zellij pane terminal_{pane_id} is still there after close-pane")
+        return StopResult(True, f"closed zellij pane terminal_{pane_id}")
 
     def capture_panes(self, server: str, agents: tuple[Agent, ...],
                       ctx: CallContext) -> dict[str, PaneCapture] | Failure:

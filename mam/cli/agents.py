@@ -72,8 +72,9 @@ def stop(ctx: typer.Context,
                                                     help="its server; with --all: only the agents of this server")
                            ] = None,
          force: Annotated[bool, typer.Option(
-             "--force", help="ask the backend even when NAME is not registered here (on --server, else the default "
-                             "server)")] = False,
+             "--force", help="close NAME even when mam did not start its pane or session, and ask the backend even "
+                             "when NAME is not registered here (on --server, else the default server); not with "
+                             "--all")] = False,
          all_rows: Annotated[bool, typer.Option(
              "--all", help="every running or starting agent (of --server, --host, --backend when given)")] = False,
          yes: Annotated[bool, typer.Option("--yes", "-y", help="with --all: do not ask first")] = False,
@@ -106,7 +107,8 @@ def _stop_all(call: Any, name: str | None, server: str | None, force: bool, yes:
     if name is not None:
         raise MamError("usage", "give NAME or --all, not both", hint="mam stop --all stops every running agent")
     if force:
-        raise MamError("usage", "--force is for one NAME that has no row, not for --all")
+        raise MamError("usage", "--force is for one NAME you give, not for --all",
+                       hint="mam stop NAME --force closes that one even when mam did not start it")
     if not yes and not sys.stdin.isatty():
         raise MamError("usage", "mam stop --all asks first, and standard input is not a terminal",
                        hint="add --yes to stop them without asking")
@@ -125,7 +127,7 @@ def _stop_all(call: Any, name: str | None, server: str | None, force: bool, yes:
                      + (f" on {a['host']}" if a["host"] else "") + f": {a['outcome']} ({a['message']})")
              for a in doc["agents"]]
     emit(doc, call.json, None if call.json else "\n".join(lines or ["no running agent to stop"]))
-    return 1 if doc["counts"]["failed"] else 0
+    return 1 if doc["counts"]["failed"] or doc["counts"]["left"] else 0
 
 
 _DOUBTS = {"unsigned": "it carries no signature of your mam", "no_key": "you have no key to check its signature",
@@ -156,13 +158,16 @@ def _ask(agent: dict[str, Any]) -> bool:
 
 
 def _removed_text(doc: dict[str, Any]) -> str:
+    from mam.registry import ACTIVE_STATUSES
     from mam.render import visible
 
     verb = "would forget" if doc["dry_run"] else "forgot"
     if not doc["removed"]:
         return visible(f"nothing to remove from {doc['registry']}")
-    return "\n".join(visible(f"{verb} {e['name']} ({e['backend']} server {e['server']}, {e['status']})")
-                     for e in doc["removed"])
+    # forget closes nothing: a row registered active may name an agent (or someone's session) that runs on
+    return "\n".join(visible(f"{verb} {e['name']} ({e['backend']} server {e['server']}, {e['status']})"
+                             + ("; whatever runs under that name is left running" if e["status"] in ACTIVE_STATUSES
+                                else "")) for e in doc["removed"])
 
 
 def forget(ctx: typer.Context,

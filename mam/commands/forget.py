@@ -63,9 +63,10 @@ def forget_document(app: App, names: Sequence[str], server: str | None, *, force
                            hint="see `mam status` for what is registered")
         row = rows[0]
         if row.active and not force:
-            raise MamError("operation_failed", f"{name} is registered {row.status}: it may still be running",
+            raise MamError("operation_failed", f"{name} is registered {row.status}: it may still be running; "
+                           "forget closes nothing and left it as it was",
                            hint=f"`mam --backend {row.backend} stop {name} --server {row.server}` it first, or "
-                                "pass --force to forget it anyway")
+                                "pass --force to forget the row and leave whatever runs")
         chosen.extend(rows)
     return _remove(chosen, dry_run, app)
 

@@ -36,7 +36,7 @@ from mam.plugin.records import BackendSpec, CallContext, ServerState
 from mam.progress import waiting
 from mam.registry import Row, RowKey
 from mam.route import remote_route
-from mam.rows import rows_named, rows_on, session_entry, snapshot, unchanged_rows
+from mam.rows import rows_named, rows_on, session_entry
 
 if TYPE_CHECKING:
     from mam.kinds.library import Library
@@ -91,20 +91,6 @@ def _taken(row: Row) -> MamError:
     return MamError("invalid_name", f"{row.name} is already registered as {row.status} on {row.backend} server "
                     f"{row.server}", hint=f"another `mam spawn` of it may be under way; if it is gone, "
                     f"`mam reconcile --apply` (or `mam stop {row.name}`) settles its row, then spawn it again")
-
-
-def _if_unchanged(seen: Row, fields: dict[str, Any], written: list[bool]) -> registry.Change:
-    """Update the row `seen` only while it is still exactly as it was read: a row another command rewrote
-    meanwhile (a re-spawn, a reconcile) is theirs."""
-    before = {seen.key: snapshot(seen)}
-
-    def change(document: dict[str, Any], rows: tuple[Row, ...]) -> bool:
-        for row in unchanged_rows(rows, before):
-            row.raw.update(fields)
-            written.append(True)
-        return bool(written)
-
-    return change
 
 
 def launch_spec(agent: str | None, command: str | None, args: list[str], cwd: str,
@@ -349,6 +335,11 @@ def stop_document(app: App, name: str, server: str | None, *, force: bool = Fals
 
 def _stop(app: App, name: str, server: str | None, force: bool, progress: bool, reg: registry.Registry,
           rows: list[Row], there: str) -> dict[str, Any]:
+    """`force`: the user named this agent with --force: ask the backend without a row, and close a pane or
+    session of that name that mam did not make. The stop is recorded in the row before the close
+    (mam.commands.stopping), so a row that cannot be written afterwards is still never restored by --all."""
+    from mam.stopping import LeftRunning, drop_intent, record_intent, record_outcome
+
     backend_name = rows[0].backend if rows else app.backend_name  # the row says which backend it is on
     refuse_unkept_name(app.plugins.spec(backend_name), name)
     target = rows[0].server if rows else default_server(app, server)
@@ -361,25 +352,31 @@ def _stop(app: App, name: str, server: str | None, force: bool, progress: bool, 
     app.plugins.require(backend, "stop")  # a backend that cannot stop must not get the row marked terminated
     ctx = CallContext(timeout=app.timeout, env=app.backend_env)
     on = f" on {there}" if there else ""
+    seen = record_intent(app, rows[0], f"{backend_name} server {target}{on}") if rows else None
     with waiting(f"closing {name} on {backend_name} server {target}{on}", progress):
-        result = app.plugins.stop(backend, target, name, ctx)
+        result = app.plugins.stop(backend, target, name, ctx, force=force)
+    if seen is not None and (result.failure is not None or result.foreign):
+        drop_intent(app, rows[0].key, seen)  # nothing was closed: the row says what it said before
     if result.failure is not None:
         error = app.plugins.classify(backend, result.failure)
         require_binary(app, error.kind, "mam stop needs it", backend_name, of_row=bool(rows))
         raise MamError("operation_failed", f"could not stop {name}: {result.message}: {error.message}")
+    if result.foreign:
+        kept = "its registry row is left as it was" if rows else "there is no row of it here"
+        raise LeftRunning("operation_failed", f"{result.message}; {kept}",
+                          hint=f"`mam stop {name} --force` closes it all the same"
+                               + (f"; `mam forget {name} --force` drops the row and leaves it running" if rows
+                                  else ""))
     status = "stopped" if result.stopped else "terminated"
     if rows and not result.stopped and not rows[0].active:
-        status = rows[0].status or status  # already recorded as not running: nothing to change
-    elif rows:
+        status = rows[0].status or status  # already recorded as not running: nothing more to change
+    elif rows and seen is not None:
         fields: dict[str, Any] = {"status": status, "stopped_at": registry.timestamp()}
         if not result.stopped:
             fields["terminated_reason"] = result.message
-        written: list[bool] = []
-        write_change(app, _if_unchanged(rows[0], fields, written))
-        if not written:
-            raise MamError("operation_failed", f"{name} on {backend_name} server {target}: {result.message}, "
-                           "but another command changed its registry row meanwhile; mam left that row as it is",
-                           hint="`mam status` shows what it says now")
+        what = f"{name} on {backend_name} server {target}: " + (
+            f"stopped ({result.message})" if result.stopped else result.message)
+        record_outcome(app, rows[0].key, seen, fields, name, what)
     return {"schema": 1, "name": name, "backend": backend_name, "server": target, "host": there or None,
             "status": status, "registered": bool(rows), "message": result.message}
 
@@ -394,7 +391,9 @@ def stop_targets(app: App, server: str | None = None, host: str | None = None) -
 
 def stop_all_document(app: App, rows: list[Row], progress: bool = False) -> dict[str, Any]:
     """Close each of `rows` (stop_targets) as `mam stop NAME` closes one, and mark it. One that fails is told
-    in its entry and the others are still stopped."""
+    in its entry and the others are still stopped; one whose pane or session mam did not make is `left`."""
+    from mam.stopping import LeftRunning
+
     reg = app.load_registry()
     agents: list[dict[str, Any]] = []
     for row in rows:
@@ -404,9 +403,11 @@ def stop_all_document(app: App, rows: list[Row], progress: bool = False) -> dict
             with remote_route(app.route(there)):
                 doc = _stop(app, row.name, row.server, False, progress, reg, [row], there)
             entry.update({"outcome": doc["status"], "message": doc["message"]})
+        except LeftRunning as exc:  # not mam's: --all never closes it (only `mam stop NAME --force` does)
+            entry.update({"outcome": "left", "message": exc.message})
         except MamError as exc:
             entry.update({"outcome": "failed", "message": exc.message})
         agents.append(entry)
     counts = {outcome: sum(1 for a in agents if a["outcome"] == outcome) for outcome in ("stopped", "terminated",
-                                                                                          "failed")}
+                                                                                          "failed", "left")}
     return {"schema": 1, "agents": agents, "counts": counts}

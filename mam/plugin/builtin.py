@@ -79,6 +79,17 @@ def optional_operation(backend: Backend, method: str) -> Callable[..., Any]:
     return cast(Callable[..., Any], operation)
 
 
+def takes_force(method: Callable[..., Any]) -> bool:
+    """Whether a backend's `stop` takes the `force` keyword of hook API 4."""
+    import inspect
+
+    try:
+        parameters = inspect.signature(method).parameters
+    except (TypeError, ValueError):
+        return False
+    return "force" in parameters or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+
+
 class CoreDefaults:
     """Registered first, run last: anything a plugin adds runs before these."""
 
@@ -106,8 +117,12 @@ class CoreDefaults:
         return result
 
     @hookimpl(trylast=True)
-    def mam_stop_agent(self, backend: Backend, server: str, name: str, ctx: CallContext) -> StopResult:
-        result: StopResult = optional_operation(backend, "stop")(server, name, ctx)
+    def mam_stop_agent(self, backend: Backend, server: str, name: str, ctx: CallContext,
+                       force: bool = False) -> StopResult:
+        stop = optional_operation(backend, "stop")
+        # A backend written before hook API 4 takes no `force`: it is asked as before (its own rule stands).
+        result: StopResult = stop(server, name, ctx, force=True) if force and takes_force(stop) else \
+            stop(server, name, ctx)
         return result
 
     @hookimpl(trylast=True)

@@ -19,9 +19,11 @@ class Hooks(Protocol):
 ACTIVE_HOOKS: ContextVar[Hooks | None] = ContextVar("mam_active_hooks", default=None)
 
 
-def find_for_stop(backend: Backend, server: str, name: str, ctx: CallContext) -> Agent | StopResult:
+def find_for_stop(backend: Backend, server: str, name: str, ctx: CallContext,
+                  force: bool = False) -> Agent | StopResult:
     """The live agent `name` with a pane id, or the StopResult to return when there is nothing to close:
-    the server is down or the agent is gone (not an error), or the server could not be listed (an error)."""
+    the server is down or the agent is gone (not an error), the server could not be listed (an error), or the
+    listing shows that mam did not make it (`Agent.foreign`) and `force` is not given (left running)."""
     hooks = ACTIVE_HOOKS.get()
     listing = hooks.list_agents(backend, server, ctx) if hooks is not None else backend.list_agents(server, ctx)
     if isinstance(listing, Failure):
@@ -32,4 +34,7 @@ def find_for_stop(backend: Backend, server: str, name: str, ctx: CallContext) ->
     agent = next((a for a in listing if a.name == name and a.pane_id is not None), None)
     if agent is None:
         return StopResult(False, f"{name} was not running on {backend.name} server {server}")
+    if agent.foreign and not force:
+        return StopResult(False, f"{name} on {backend.name} server {server} was not started by mam: left running",
+                          foreign=True)
     return agent

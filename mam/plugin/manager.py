@@ -316,9 +316,10 @@ class Plugins:
         result: SpawnResult = self.pm.hook.mam_spawn_agent(backend=backend, server=server, request=request, ctx=ctx)
         return result
 
-    def stop(self, backend: Backend, server: str, name: str, ctx: CallContext) -> StopResult:
+    def stop(self, backend: Backend, server: str, name: str, ctx: CallContext, force: bool = False) -> StopResult:
         with self._active():  # find_for_stop lists and classifies through these hooks
-            result: StopResult = self.pm.hook.mam_stop_agent(backend=backend, server=server, name=name, ctx=ctx)
+            result: StopResult = self.pm.hook.mam_stop_agent(backend=backend, server=server, name=name, ctx=ctx,
+                                                             force=force)
         return result
 
     @contextmanager

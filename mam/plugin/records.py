@@ -37,6 +37,9 @@ class Agent:
     # The agent's own resumable session id, when the backend reports one (herdr's `agent_session` of kind id):
     # `mam reconcile --apply` records it in the row, so that restore can resume that conversation.
     session: str | None = None
+    # The multiplexer shows that mam did not make this pane or session (tmux: no `@mam_pane`): `find_for_stop`
+    # never closes it unless the user forces it. False when it carries mam's mark, or the backend cannot tell.
+    foreign: bool = False
 
     def as_json(self) -> dict[str, object]:
         return {"name": self.name, "agent": self.agent, "state": self.state, "cwd": self.cwd,
@@ -156,6 +159,8 @@ class StopResult:
     stopped: bool  # True: it was running and is closed now; False: it was already gone
     message: str
     failure: Failure | None = None  # the backend could not tell or could not close it
+    # A pane or session of that name is there, but mam did not make it (no mark of mam's): nothing was closed.
+    foreign: bool = False
 
 
 AGENT_STATES = ("working", "blocked", "idle", "done", "unknown")  # herdr's words, on every backend
@@ -234,6 +239,9 @@ class SpawningBackend(Backend, Protocol):
 
     def spawn(self, server: str, request: SpawnRequest, ctx: CallContext) -> SpawnResult: ...
 
+    # Since hook API 4 it may take `force: bool = False` as a keyword too (the core passes it only when true): a
+    # stop closes only what mam made, answering `StopResult(False, ..., foreign=True)` for a pane or session of
+    # that name without mam's mark, unless `force` (the user named it with `mam stop NAME --force`).
     def stop(self, server: str, name: str, ctx: CallContext) -> StopResult: ...
 
     def client_argv(self, server: str, args: list[str]) -> list[str]: ...

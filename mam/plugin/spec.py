@@ -35,7 +35,7 @@ from mam.plugin.records import (
     StopResult,
 )
 
-HOOK_API = 3
+HOOK_API = 4
 
 hookspec = pluggy.HookspecMarker("mam")
 #: Mark a plugin's implementation of one of the hooks below.
@@ -126,12 +126,20 @@ def mam_spawn_agent(backend: Backend, server: str, request: SpawnRequest, ctx: C
 
 
 @hookspec(firstresult=True)
-def mam_stop_agent(backend: Backend, server: str, name: str, ctx: CallContext) -> StopResult | None:
-    """Close the pane or session of agent `name` on `server`, killing its processes.
+def mam_stop_agent(backend: Backend, server: str, name: str, ctx: CallContext, force: bool) -> StopResult | None:
+    """Close the pane or session of agent `name` on `server`, killing its processes: only one mam made.
 
-    :return: `stopped` True when it ran and is closed, False when it was already gone (not an error).
+    A pane or session of that name that carries no mark of mam's (tmux: no `@mam_pane`; zellij: not a command
+    pane mam named; herdr: no agent herdr knows by that name, which only `agent start` gives) is someone else's:
+    it is left running and answered `StopResult(False, message, foreign=True)`, whatever the registry says.
 
-    Since hook API 1.
+    :param force: close it even without mam's mark: the user named this one agent with `mam stop NAME --force`
+        (never `mam stop --all`, never a row alone). The core's default implementation calls `backend.stop`,
+        with `force=True` only when it is true and the method takes a `force` keyword (hook API 4).
+    :return: `stopped` True when it ran and is closed, False when it was already gone (not an error), or when
+        it was left as someone else's (`foreign`).
+
+    Since hook API 1 (`force` since hook API 4).
     """
     raise NotImplementedError
 

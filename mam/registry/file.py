@@ -140,7 +140,7 @@ def _spec(raw: dict[str, Any], list_key: str, index: int) -> dict[str, Any] | No
 
 INT_FIELDS = ("restore_count", "exit_status", "exit_signal")  # each a whole number, at least 0, or null
 LIST_FIELDS = ("restore_times", "last_output")  # each a list of strings
-STR_FIELDS = ("restored_at", "ended_at", "crash_loop_at")
+STR_FIELDS = ("restored_at", "ended_at", "crash_loop_at", "stop_requested_at")
 
 
 def _history(raw: dict[str, Any], list_key: str, index: int) -> None:

@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 import pytest
 
 from mam import envscrub
-from mam.plugin.builtin import fallback_classification
+from mam.plugin.builtin import fallback_classification, takes_force
 from mam.plugin.helpers import poll_until
 from mam.plugin.records import (
     AGENT_STATES,
@@ -132,6 +132,12 @@ class BackendContract:
         script = "".join(f"printf '%s\\n' {shlex.quote(line)}; " for line in self.ending_lines)
         return SpawnRequest(name="kit-ending", agent=None, cwd=str(tmp_path),
                             argv=("sh", "-c", f"{script}sleep 3; exit {self.ending_status}"))
+
+    @pytest.fixture
+    def foreign_agent(self) -> tuple[str, str] | None:
+        """A running server and the name of a pane or session on it that mam did not make (tmux: a session made
+        by hand, without `@mam_pane`), which a stop must leave running unless forced; or None."""
+        return None
 
     @pytest.fixture
     def live_agent(self, request: pytest.FixtureRequest, backend: Backend, operations: frozenset[str],
@@ -348,6 +354,24 @@ class BackendContract:
         assert self._wait_gone(backend, server, agent.name, ctx), f"{agent.name} is still listed after its stop"
         again = stop(server, agent.name, ctx)  # already gone: said so, not an error
         assert isinstance(again, StopResult) and not again.stopped and again.failure is None, again
+
+    def test_stop_leaves_what_mam_did_not_make(self, request: pytest.FixtureRequest, backend: Backend,
+                                              operations: frozenset[str], ctx: CallContext) -> None:
+        """A registry row may name anything: a stop closes only what carries mam's mark, and says so of the rest
+        (`foreign`); with `force` (the user named it), it closes it."""
+        stop = self._operation(request, backend, operations, "stop")
+        server, name = self._given(request, backend, "stop of what mam did not make",
+                                   request.getfixturevalue("foreign_agent"), "foreign_agent")
+        for _ in range(2):  # left, and so still there to be left again
+            left = stop(server, name, ctx)
+            assert isinstance(left, StopResult) and left.foreign and not left.stopped and left.failure is None, left
+        if not takes_force(stop):
+            pytest.fail(f"{backend.name}'s stop takes no `force` keyword (hook API 4): `mam stop NAME --force` "
+                        "cannot close what it leaves", pytrace=False)
+        forced = stop(server, name, ctx, force=True)
+        assert isinstance(forced, StopResult) and forced.stopped and not forced.foreign, forced
+        after = stop(server, name, ctx)
+        assert isinstance(after, StopResult) and not after.stopped and not after.foreign, after
 
     def test_send_types_into_a_live_agent_only(self, request: pytest.FixtureRequest, backend: Backend,
                                                operations: frozenset[str], ctx: CallContext) -> None:

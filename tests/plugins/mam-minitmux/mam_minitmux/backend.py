@@ -27,7 +27,8 @@ from mam.api import (
 )
 
 KEEPALIVE = "_keepalive"  # the session bootstrap starts to keep the server up: never listed as an agent
-FIELDS = ("#{session_name}", "#{pane_id}", "#{pane_current_path}")
+# The last field is "mam" in a session mam made (spawn sets its @mam): stop leaves any other one alone.
+FIELDS = ("#{session_name}", "#{pane_id}", "#{pane_current_path}", "#{?@mam,mam,}")
 
 
 def tmux(server: str, *args: str) -> list[str]:
@@ -46,10 +47,11 @@ def parse_panes(stdout: str) -> tuple[Agent, ...]:
         fields = line.split("\x1f")
         if len(fields) != len(FIELDS):
             raise ValueError(f"a pane line of {len(fields)} fields")
-        name, pane_id, cwd = fields
+        name, pane_id, cwd, mark = fields
         if name != KEEPALIVE:
             # tmux shows no cwd for a pane whose program has only just started: not known, never ""
-            agents.setdefault(name, Agent(name=name, cwd=cwd or None, pane_id=pane_id))  # a session's first pane
+            agents.setdefault(name, Agent(name=name, cwd=cwd or None, pane_id=pane_id,  # a session's first pane
+                                          foreign=mark != "mam"))
     return tuple(agents.values())
 
 
@@ -99,14 +101,16 @@ class MiniTmuxBackend:
         argv = ["env", "--", *request.argv]
         result = run(tmux(server, "new-session", "-d", "-s", literal(request.name.replace("#", "##")),
                           "-c", literal(request.cwd.replace("#", "##")), *variables, "-P", "-F", "#{pane_id}",
-                          "--", *(literal(arg) for arg in argv)), timeout=ctx.timeout, env=ctx.env)
+                          "--", *(literal(arg) for arg in argv), ";", "set-option", "@mam", "1"),
+                     timeout=ctx.timeout, env=ctx.env)
         if result.returncode != 0:
             return SpawnResult(False, "tmux refused the new session", failure=Failure(self.name, server, result))
         pane_id = result.stdout.strip()
         return SpawnResult(True, f"started {request.name} in tmux pane {pane_id}", pane_id=pane_id)
 
-    def stop(self, server: str, name: str, ctx: CallContext) -> StopResult:
-        agent = find_for_stop(self, server, name, ctx)  # the live agent, or what to answer when there is none
+    def stop(self, server: str, name: str, ctx: CallContext, force: bool = False) -> StopResult:
+        # The live agent, or what to answer when there is none, or when mam did not make it and force is not given
+        agent = find_for_stop(self, server, name, ctx, force)
         if isinstance(agent, StopResult):
             return agent
         assert agent.pane_id is not None

@@ -59,3 +59,8 @@ class TestMiniTmux(BackendContract):
     @pytest.fixture
     def bootstrap_server(self, env: dict[str, str]) -> Iterator[str]:
         yield self.server(env)
+
+    @pytest.fixture
+    def foreign_agent(self, env: dict[str, str]) -> tuple[str, str]:
+        """The user's own session, made by hand: not mam's."""
+        return self.server(env, KEEPALIVE, "work"), "work"
