@@ -162,7 +162,12 @@ class App:
         return self._backend_env[1]
 
     def load_registry(self) -> registry.Registry:
-        return registry.load(self.workspace.registry_path, self.row_default_backend)
+        return registry.load(self.workspace.registry_path, self.row_default_backend, self.workspace.registry_within)
+
+    def update_registry(self, change: registry.Change) -> registry.Registry:
+        """`registry.update` of this workspace's registry: every command writes it through here."""
+        return registry.update(self.workspace.registry_path, self.row_default_backend, change,
+                               self.workspace.registry_within)
 
     def log_path(self, backend: str, server: str) -> Path:
         return self.workspace.logs / f"{backend}-{server}.log"

@@ -99,7 +99,7 @@ def may_have_started(failure: Failure | None) -> bool:
 
 
 def write_change(app: App, change: registry.Change) -> registry.Registry:
-    return registry.update(app.workspace.registry_path, app.row_default_backend, change)
+    return app.update_registry(change)
 
 
 def _wait_listed(app: App, server: str, name: str, ctx: CallContext,

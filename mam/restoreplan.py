@@ -356,8 +356,7 @@ def _restore(app: App, step: Step, progress: bool, trust: SpecTrust) -> None:
 def _restore_claimed(app: App, step: Step, row: Row, request: SpawnRequest, token: str, taken: list[Row],
                      assignments: list[str], progress: bool, signed: dict[str, Any]) -> None:
     try:
-        fresh = registry.update(app.workspace.registry_path, app.row_default_backend,
-                                _claim(row.key, step.seen, token, taken, signed, step.automatic, step.ended))
+        fresh = app.update_registry(_claim(row.key, step.seen, token, taken, signed, step.automatic, step.ended))
     except MamError as exc:  # a locked or read-only registry: nothing was claimed or started
         step.outcome, step.message = "failed", exc.message
         return
@@ -421,7 +420,7 @@ def _brought_back(app: App, key: ServerKey, steps: list[Step]) -> None:
         return written
 
     try:
-        registry.update(app.workspace.registry_path, app.row_default_backend, change)
+        app.update_registry(change)
     except MamError:
         pass  # the rows stay as they were; the agents run all the same
     for step in back:
@@ -490,7 +489,7 @@ def _read_ends(app: App, steps: list[Step]) -> None:
         return written
 
     try:
-        registry.update(app.workspace.registry_path, app.row_default_backend, change)
+        app.update_registry(change)
     except MamError:
         return  # the row stays as it was; the step still says why it was not restored
     for step in looping.values():

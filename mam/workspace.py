@@ -16,6 +16,9 @@ from mam.safefile import read_text
 DEFAULT_BACKEND = "herdr"
 # First match wins (docs/cli.md).
 WORKSPACE_VARIABLES = ("MAM_WORKSPACE", "WORKSPACE_ROOT", "CLAUDE_PROJECT_DIR")
+# The registry file the user named, used instead of `.mam/agent-sessions.yaml` (docs/registry.md): the one way to
+# keep the registry outside the workspace, since a link there is only followed while it stays inside.
+REGISTRY_VARIABLE = "MAM_REGISTRY"
 
 
 @dataclass(frozen=True)
@@ -30,6 +33,7 @@ class Config:
 class Workspace:
     root: Path
     config: Config = field(default_factory=lambda: Config(Path(".mam/config.yaml")))
+    named_registry: Path | None = None  # $MAM_REGISTRY: the user's own choice of file, links and all
 
     @property
     def dot_mam(self) -> Path:
@@ -37,7 +41,13 @@ class Workspace:
 
     @property
     def registry_path(self) -> Path:
-        return self.dot_mam / "agent-sessions.yaml"
+        return self.named_registry or self.dot_mam / "agent-sessions.yaml"
+
+    @property
+    def registry_within(self) -> Path | None:
+        """Where a symbolic link on the way to the registry must lead (mam.registry.file): the workspace, since a
+        clone may carry the link; None for a file the user named ($MAM_REGISTRY), which is followed anywhere."""
+        return None if self.named_registry is not None else self.root
 
     @property
     def logs(self) -> Path:
@@ -63,6 +73,36 @@ def find_root(explicit: str | None, env: Mapping[str, str], cwd: Path) -> Path:
         if (candidate / ".mam").is_dir():
             return candidate
     return cwd
+
+
+def leads_inside(path: Path, root: Path) -> bool:
+    """True when `path`, every symbolic link on the way followed (a dangling one to where it points), is `root`
+    or lies below it."""
+    real, base = os.path.realpath(path), os.path.realpath(root)
+    return real == base or real.startswith(base.rstrip(os.sep) + os.sep)
+
+
+def check_dot_mam(root: Path) -> None:
+    """A `.mam` that is a symbolic link leading outside the workspace is refused: a clone can carry one, and every
+    file mam keeps there (registry, locks, logs, reports, ssh sockets) would land, or be read, wherever it
+    points. A link that stays inside the workspace is followed."""
+    dot = root / ".mam"
+    if dot.is_symlink() and not leads_inside(dot, root):
+        target = shown(os.path.realpath(dot), 200, quote="repr", cut="inside")
+        raise MamError("invalid_workspace", f"{dot}: a symbolic link leading outside the workspace (to {target}): "
+                       "mam neither reads nor writes through it",
+                       hint="remove the link; mam makes .mam itself")
+
+
+def named_registry(env: Mapping[str, str]) -> Path | None:
+    """$MAM_REGISTRY as an absolute path, None when unset or empty."""
+    value = env.get(REGISTRY_VARIABLE)
+    if not value:
+        return None
+    if not os.path.isabs(value):
+        raise MamError("usage", f"${REGISTRY_VARIABLE}={shown(value, 80)}: expected an absolute path to the "
+                       "registry file", hint=f"unset {REGISTRY_VARIABLE} to use the workspace's own")
+    return Path(value)
 
 
 CONFIG_KEYS = ("backend", "env")
@@ -159,4 +199,5 @@ def open_workspace(explicit: str | None = None, env: Mapping[str, str] | None = 
                    cwd: Path | None = None) -> Workspace:
     env = os.environ if env is None else env
     root = find_root(explicit, env, cwd or Path.cwd())
-    return Workspace(root, load_config(root))
+    check_dot_mam(root)
+    return Workspace(root, load_config(root), named_registry(env))

@@ -173,13 +173,15 @@ def test_a_duplicate_key_in_the_config_is_refused_with_its_line(ws: Workspace) -
 
 
 def test_a_symlinked_registry_is_written_through_to_its_target(ws: Workspace, tmp_path: Path) -> None:
+    """A link outside the workspace is followed once the user names it ($MAM_REGISTRY; without it, refused:
+    tests/test_attacks_trust4_links.py)."""
     shared = tmp_path / "shared"
     shared.mkdir()
     target = shared / "team-sessions.yaml"
     target.write_text(ROW)
     ws.registry.parent.mkdir()
     ws.registry.symlink_to(target)
-    doc = ws.mam_json("reconcile", "--apply")
+    doc = ws.mam_json("reconcile", "--apply", env={**ws.env, "MAM_REGISTRY": str(ws.registry)})
     assert doc["applied"] is True
     assert ws.registry.is_symlink() and ws.registry.resolve() == target  # the link is still the link
     assert '"status": "terminated"' in target.read_text()  # and the target holds the write
@@ -193,7 +195,8 @@ def test_a_dangling_registry_link_is_written_to_where_it_points(ws: Workspace, t
     ws.registry.parent.mkdir()
     ws.registry.symlink_to(target)
     ws.herdr.start("live")
-    proc = ws.mam("spawn", "a1", "--agent", "claude", "--server", "live")
+    proc = ws.mam("spawn", "a1", "--agent", "claude", "--server", "live",
+                  env={**ws.env, "MAM_REGISTRY": str(ws.registry)})
     assert proc.returncode == 0, proc.stderr
     assert ws.registry.is_symlink() and '"name": "a1"' in target.read_text()
 

@@ -18,6 +18,7 @@ environment:
   MAM_BACKEND            backend when --backend is not given (then `backend:` in .mam/config.yaml, then herdr)
   MAM_SERVER             server when --server is not given (spawn, stop, exec; spawn and stop: default mam)
   MAM_WORKSPACE          project directory holding .mam/ (also $WORKSPACE_ROOT, $CLAUDE_PROJECT_DIR)
+  MAM_REGISTRY           the registry file (absolute) instead of .mam/agent-sessions.yaml
   MAM_TIMEOUT            seconds each backend call may take (default 10; 0 < s <= 3600)
   MAM_BOOTSTRAP_TIMEOUT  seconds to wait for a started server to answer (default 10)
   MAM_SCREEN_TIMEOUT     seconds the state rules may take to read one screen (default 1)

@@ -31,7 +31,7 @@ def _rows(ctx: click.Context) -> list["Row"]:
     root = ctx.find_root().params
     workspace = open_workspace(root.get("workspace"))
     default = workspace.config.backend or DEFAULT_BACKEND
-    rows = registry.load(workspace.registry_path, default).rows
+    rows = registry.load(workspace.registry_path, default, workspace.registry_within).rows
     chosen = root.get("backend") or os.environ.get("MAM_BACKEND") or None
     if chosen is None and ctx.command.name not in ("status", "stop", "forget", "wait", "send", "peek", "attach"):
         chosen = default

@@ -3,8 +3,8 @@
 import math
 import sys
 import time
-from collections.abc import Sequence
-from typing import Annotated, Any
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any, TypeVar
 
 import typer
 
@@ -16,6 +16,37 @@ from mam.errors import MamError
 
 MIN_WATCH = 0.1  # seconds between two reconcile passes: less is a busy loop
 DEFAULT_WATCH = 2.0  # seconds between two passes of `status --watch` and `watch` (also in usage.OPTIONAL_VALUES)
+# A watch loop's rounds in a row that may fail to read the registry before it ends, exit 2 (docs/cli.md): one
+# unreadable read (an editor's save, a half-synced file) is said on stderr and the next round tries again.
+UNREADABLE_ROUNDS = 5
+T = TypeVar("T")
+
+
+class Rounds:
+    """The rounds in a row of one watch loop that could not read the registry."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds, self.failed = seconds, 0
+
+    def attempt(self, step: Callable[[], T]) -> T | None:
+        """`step()`, or None when it could not read the registry: said on stderr, unless it is the
+        UNREADABLE_ROUNDS-th such round in a row, which ends the loop. Every other error ends it at once."""
+        try:
+            result = step()
+        except MamError as exc:
+            if exc.code != "invalid_registry":
+                raise
+            self.failed += 1
+            if self.failed >= UNREADABLE_ROUNDS:
+                raise MamError(exc.code, f"{exc.message} ({self.failed} rounds in a row)", hint=exc.hint) from None
+            from mam.render import visible
+
+            sys.stderr.write(f"mam: {visible(exc.message)} (round {self.failed} of {UNREADABLE_ROUNDS} in a row "
+                             f"that could not read the registry; trying again in {self.seconds:g} s)\n")
+            sys.stderr.flush()
+            return None
+        self.failed = 0
+        return result
 
 
 def status(ctx: typer.Context,
@@ -68,33 +99,43 @@ def _status_watch(app: Any, as_json: bool, seconds: float, servers: Sequence[str
     """`status --watch`: the table again every `seconds`, redrawn in place on a terminal, one after the other
     (each under a `--- time` line) into a pipe or a file, one compact document per line with --json. Ctrl-C
     ends it, exit 0; SIGTERM or SIGHUP end it as they end any command."""
-    from mam import render
-    from mam.statusview import status_document, unanswered
+    from mam.statusview import status_document
 
     redraw = not as_json and sys.stdout.isatty()
+    rounds = Rounds(seconds)
     try:
         while True:
-            doc = status_document(app, servers, with_state=with_state, only_states=only, host=host)
-            if as_json:
-                emit(doc, True, compact=True)
-            else:
-                notes, _ = unanswered(app, doc)
-                stamp = time.strftime("%Y-%m-%d %H:%M:%S")
-                lines = [f"--- {stamp} (every {seconds:g} s; Ctrl-C ends)",
-                         *(render.visible(f"mam: {note}") for note in notes),
-                         render.status_text(doc, servers, host)]
-                text = "\n".join(lines)
-                if redraw:
-                    text = HOME + "".join(line + ERASE_LINE + "\n" for line in text.split("\n")) + ERASE_BELOW
-                    emit({}, False, text.rstrip("\n"))
-                else:
-                    emit({}, False, text)
+            doc = rounds.attempt(lambda: status_document(app, servers, with_state=with_state, only_states=only,
+                                                         host=host))
+            if doc is not None:
+                _status_frame(app, doc, as_json, redraw, seconds, servers, host)
             time.sleep(seconds)
     except KeyboardInterrupt as exc:
         end_children()
         if type(exc) is not KeyboardInterrupt:  # SIGTERM or SIGHUP: not the user's Ctrl-C that ends a watch
             raise
         return 0
+
+
+def _status_frame(app: Any, doc: dict[str, Any], as_json: bool, redraw: bool, seconds: float,
+                  servers: Sequence[str], host: str | None) -> None:
+    """One round of `status --watch`: a compact document, a frame redrawn in place, or one under the last."""
+    from mam import render
+    from mam.statusview import unanswered
+
+    if as_json:
+        emit(doc, True, compact=True)
+        return
+    notes, _ = unanswered(app, doc)
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+    lines = [f"--- {stamp} (every {seconds:g} s; Ctrl-C ends)", *(render.visible(f"mam: {note}") for note in notes),
+             render.status_text(doc, servers, host)]
+    text = "\n".join(lines)
+    if redraw:
+        text = HOME + "".join(line + ERASE_LINE + "\n" for line in text.split("\n")) + ERASE_BELOW
+        emit({}, False, text.rstrip("\n"))
+    else:
+        emit({}, False, text)
 
 
 def watch(ctx: typer.Context,
@@ -130,9 +171,13 @@ def watch(ctx: typer.Context,
     from mam.plugin.records import AGENT_STATES
 
     told, told_start = [state for state in AGENT_STATES if state in states], False
+    rounds = Rounds(interval)
     try:
         while True:
-            doc = status_document(app, server or (), host=host)
+            doc = rounds.attempt(lambda: status_document(app, server or (), host=host))
+            if doc is None:
+                time.sleep(interval)
+                continue
             for change in tracker.step(doc["sessions"]):
                 emit(change, call.json, None if call.json else change_text(change), compact=True)
                 announcer.announce(change)  # --exec runs in its own thread, in order: the readings go on
@@ -189,12 +234,13 @@ def reconcile(ctx: typer.Context,
         emit(doc, call.json, None if call.json else render.reconcile_text(doc))
         counts = doc["restore"]["counts"] if doc["restore"] else {}
         return 1 if counts.get("failed") or counts.get("untrusted") else code
+    rounds = Rounds(watch)
     try:
         while True:
-            doc = reconcile_document(app, apply=apply, adopt=adopt, restore=restore)
-            stamp = time.strftime("%Y-%m-%d %H:%M:%S")
-            text = f"--- {stamp}\n{render.reconcile_text(doc)}"
-            emit(doc, call.json, None if call.json else text, compact=True)
+            found = rounds.attempt(lambda: reconcile_document(app, apply=apply, adopt=adopt, restore=restore))
+            if found is not None:
+                text = f"--- {time.strftime('%Y-%m-%d %H:%M:%S')}\n{render.reconcile_text(found)}"
+                emit(found, call.json, None if call.json else text, compact=True)
             time.sleep(watch)
     except KeyboardInterrupt as exc:
         end_children()

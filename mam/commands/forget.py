@@ -10,7 +10,6 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from mam import registry
 from mam.app import App
 from mam.errors import MamError
 from mam.names import check_name, closest
@@ -41,7 +40,7 @@ def _remove(rows: Sequence[Row], dry_run: bool, app: App) -> dict[str, Any]:
     if dry_run:
         removed = [_entry(row) for row in rows]
     elif rows:
-        registry.update(path, app.row_default_backend, change)
+        app.update_registry(change)
     return {"schema": 1, "registry": str(path), "dry_run": dry_run,
             "removed": sorted(removed, key=lambda e: (e["backend"], e["server"], e["name"]))}
 

@@ -197,7 +197,7 @@ def reconcile_document(app: App, apply: bool = False, adopt: bool = False, resto
         if fixes:
             key = _spec_key(app) if any(d.cls == "D" for d in fixes) else None
             ended = _ended(app, fixes, confirmed_rows, outcomes)
-            registry.update(reg.path, app.row_default_backend, make_change(fixes, written, key, ended))
+            app.update_registry(make_change(fixes, written, key, ended))
         applied = True
     alive = sorted(f"{a.name}|{server}" + (f"@{host}" if host else "") for (_, server, host), o in outcomes.items()
                    for a in o.agents if a.name is not None)

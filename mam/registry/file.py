@@ -308,8 +308,28 @@ def _read(path: Path, default_backend: str, shown: Path | None = None) -> tuple[
     return parse(text, shown, default_backend)
 
 
-def load(path: Path, default_backend: str) -> Registry:
-    """Read the registry. A missing file is an empty registry."""
+def _confine(path: Path, within: Path | None) -> None:
+    """Refuse a registry that a symbolic link (the file itself, `.mam`, or any folder on the way) takes outside
+    `within`, the workspace: a clone can carry such a link, and mam would otherwise write the file it points
+    at (a dangling one created) and act on rows it never wrote. `within` None: the user named the file
+    ($MAM_REGISTRY), so every link is followed. Reading is refused as writing is, so that no command closes or
+    restores what such rows name."""
+    if within is None:
+        return
+    from mam.workspace import REGISTRY_VARIABLE, leads_inside
+
+    if leads_inside(path, within):
+        return
+    target = quote.shown(os.path.realpath(path), 200, quote="repr", cut="inside")
+    raise MamError("invalid_registry", f"{path}: a symbolic link leading outside the workspace (to {target}): "
+                   "mam neither reads nor writes through it",
+                   hint=f"remove the link; to share a registry on purpose, name it: {REGISTRY_VARIABLE}=PATH")
+
+
+def load(path: Path, default_backend: str, within: Path | None = None) -> Registry:
+    """Read the registry. A missing file is an empty registry. `within`: the workspace a link may not lead out
+    of (`_confine`)."""
+    _confine(path, within)
     found = _read(path, default_backend)
     if found is None:
         return Registry(path, {}, (), exists=False)
@@ -339,8 +359,10 @@ def _locked(path: Path, timeout: float = LOCK_TIMEOUT) -> Iterator[None]:
     try:
         fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     except OSError as exc:
-        reason = "it is a symbolic link" if exc.errno == errno.ELOOP else exc.strerror
-        raise MamError("operation_failed", f"{lock_path}: cannot open the registry lock: {reason}") from None
+        link = exc.errno == errno.ELOOP
+        raise MamError("operation_failed", f"{lock_path}: cannot open the registry lock: "
+                       f"{'it is a symbolic link' if link else exc.strerror}",
+                       hint="remove it: mam creates its lock itself" if link else None) from None
     try:
         try:
             locked = lock_within(fd, timeout)
@@ -414,12 +436,14 @@ def _remove_stale_temporaries(path: Path) -> None:
 Change = Callable[[dict[str, Any], tuple[Row, ...]], bool]
 
 
-def update(path: Path, default_backend: str, change: Change) -> Registry:
+def update(path: Path, default_backend: str, change: Change, within: Path | None = None) -> Registry:
     """Apply `change` to the freshly read document under the lock, and write it if `change` returns True.
 
     `change` mutates the document (rows' `raw` mappings belong to it); the result is validated before it is
-    written, so a change can never leave an invalid file behind.
+    written, so a change can never leave an invalid file behind. `within`: as for `load`, checked before
+    anything (the folder, the lock, a temporary file) is made.
     """
+    _confine(path, within)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
