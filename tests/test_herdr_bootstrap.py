@@ -86,18 +86,24 @@ def test_bootstrap_that_never_comes_up_exits_1_and_leaves_no_server(ws: Workspac
 
 
 def test_env_command_explains_each_removal(ws: Workspace) -> None:
-    ws.write_config("env:\n  scrub: [MY_AGENT_TOKEN, ACME_*]\n  keep: [CLAUDE_CODE_ENTRYPOINT]\n")
+    # A workspace's keep keeps a setting it names in full (CLAUDE_CODE_MAX_OUTPUT_TOKENS), never a marker
+    # (CLAUDE_CODE_ENTRYPOINT): docs/config.md, "Whose keep wins".
+    ws.write_config("env:\n  scrub: [MY_AGENT_TOKEN, ACME_*]\n"
+                    "  keep: [CLAUDE_CODE_MAX_OUTPUT_TOKENS, CLAUDE_CODE_ENTRYPOINT]\n")
     env = {**ws.env, **MARKERS, **CONFIGURATION, "MY_AGENT_TOKEN": "t", "ACME_RUN": "1",
-           "CLAUDE_CODE_ENTRYPOINT": "cli", "CLAUDE_CODE_NEW_THING": "x", "AGENT": "codex", "AI_AGENT": "custom"}
+           "CLAUDE_CODE_MAX_OUTPUT_TOKENS": "9", "CLAUDE_CODE_ENTRYPOINT": "cli", "CLAUDE_CODE_NEW_THING": "x",
+           "AGENT": "codex", "AI_AGENT": "custom"}
     doc = ws.mam_json("env", env=env)
     removed = {d["name"]: d for d in doc["removed"]}
-    assert set(removed) == {*MARKERS, "MY_AGENT_TOKEN", "ACME_RUN", "CLAUDE_CODE_NEW_THING", "AGENT"}
+    assert set(removed) == {*MARKERS, "MY_AGENT_TOKEN", "ACME_RUN", "CLAUDE_CODE_NEW_THING", "AGENT",
+                            "CLAUDE_CODE_ENTRYPOINT"}
+    assert removed["CLAUDE_CODE_ENTRYPOINT"]["not_kept_by"] == "CLAUDE_CODE_ENTRYPOINT"
     assert removed["MY_AGENT_TOKEN"]["source"].startswith("config ")
     assert removed["ACME_RUN"]["rule"] == "ACME_*"
     assert removed["CLAUDE_CODE_NEW_THING"]["rule"] == "CLAUDE_CODE_*"
     assert removed["CLAUDECODE"]["source"] == "mam defaults"
     kept = {d["name"]: d for d in doc["kept"]}
-    assert kept["CLAUDE_CODE_ENTRYPOINT"]["kept_by"] == "CLAUDE_CODE_ENTRYPOINT"
+    assert kept["CLAUDE_CODE_MAX_OUTPUT_TOKENS"]["kept_by"] == "CLAUDE_CODE_MAX_OUTPUT_TOKENS"
     assert "AI_AGENT" not in removed and "CLAUDE_CONFIG_DIR" not in removed
     text = ws.mam("env", env=env).stdout
     assert "CLAUDECODE" in text and "mam defaults" in text
