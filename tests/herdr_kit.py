@@ -62,6 +62,10 @@ class HerdrKit:
         return subprocess.run(["herdr", *args], env=self.env, capture_output=True, text=True, timeout=timeout,
                               stdin=subprocess.DEVNULL)
 
+    def popen(self, *args: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(["herdr", *args], env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, stdin=subprocess.DEVNULL)
+
     def json(self, *args: str) -> dict[str, Any]:
         done = self.run(*args)
         assert done.returncode == 0, (args, done.returncode, done.stdout, done.stderr)
@@ -118,8 +122,10 @@ class HerdrKit:
         if self.kind == "fake":
             for name in self._sessions():
                 (self.session_dir(name) / "start.json").write_text(json.dumps({"outcome": outcome}))
-            (self.root / "fake-start.json").write_text(json.dumps({"settle": 0.3, "outcome": outcome}))
-        extra = {"ready": [], "blocked": ["--state", "blocked"], "exited": ["--exit-after", "0"],
+            # a program that exits is listed for its first second (the real one's exits after 0.5 s)
+            settle = 1.0 if outcome == "exited" else 0.3
+            (self.root / "fake-start.json").write_text(json.dumps({"settle": settle, "outcome": outcome}))
+        extra = {"ready": [], "blocked": ["--state", "blocked"], "exited": ["--exit-after", "0.5"],
                  "mismatch": ["--as", "codex"]}[outcome]
         return ["--log", str(log), "--control", str(control), *extra]
 

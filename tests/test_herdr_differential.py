@@ -8,6 +8,7 @@ import importlib.util
 import json
 import os
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -105,6 +106,23 @@ def script(kit: HerdrKit, cwd: Path) -> list[tuple[str, dict[str, Any]]]:
     call("--session", S, "pane", "close", pane)
     call("--session", S, "pane", "close", pane)
     call("--session", S, "agent", "list")
+    # agent start's other endings: a program that exits during its start, and another kind than asked for
+    for outcome in ("exited", "mismatch"):
+        made = kit.run("--session", S, "workspace", "create", "--cwd", str(cwd), "--no-focus")
+        pane = json.loads(made.stdout)["result"]["root_pane"]["pane_id"]
+        args = kit.standin(log, control, outcome)
+        if outcome == "exited":  # listed while it starts (kind not known yet), then gone
+            pending = kit.popen("--session", S, "agent", "start", outcome, "--kind", "claude", "--pane", pane,
+                                "--timeout", "5000", "--", *args)
+            kit.wait(lambda: kit.agent(S, "exited") is not None, "listed while it starts")
+            call("--session", S, "agent", "list")
+            out, err = pending.communicate(timeout=30)
+            calls.append(("agent start (exits)", answer(subprocess.CompletedProcess([], pending.returncode, out,
+                                                                                    err))))
+        else:
+            call("--session", S, "agent", "start", outcome, "--kind", "claude", "--pane", pane, "--timeout", "5000",
+                 "--", *args)
+        call("--session", S, "agent", "list")
     return calls
 
 
