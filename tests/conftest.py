@@ -479,4 +479,32 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.slow)
 
 
+from herdr_kit import CONFIG as HERDR_CONFIG  # noqa: E402 - the `hd` fixture's herdr (tests/herdr_kit.py)
+from herdr_kit import STANDIN_BIN as HERDR_STANDINS  # noqa: E402
+from herdr_kit import HerdrKit, real_herdr  # noqa: E402
 from sshd import sshd_fixture  # noqa: E402,F401 - the real-sshd fixture `sshd` (tests/sshd.py)
+
+
+@pytest.fixture(params=["fake", "real"])
+def hd(request: pytest.FixtureRequest, ws: Workspace) -> Iterator[HerdrKit]:
+    """herdr for the backend's scenario tests, twice: the fake, then the real herdr on PATH when mam supports
+    its version (skipped otherwise: docs/backends.md says how to build one by hand). The stand-in agents herdr
+    detects (tests/agents/herdr) come first on PATH, for the servers' panes."""
+    ws.env.update({"MAM_BACKEND": "herdr", "SHELL": "/bin/sh",
+                   "PATH": os.pathsep.join([str(HERDR_STANDINS), ws.env["PATH"]])})
+    if request.param == "real":
+        binary, why = real_herdr(os.environ.get("PATH", ""))
+        if binary is None:
+            pytest.skip(f"the real herdr: {why} (docs/backends.md, 'herdr', says how to build 0.8.2 by hand and "
+                        "put it first on PATH)")
+        path = [str(HERDR_STANDINS), str(Path(binary).parent),
+                *[p for p in ws.env["PATH"].split(os.pathsep) if Path(p) not in (FAKES, HERDR_STANDINS)]]
+        state = Path(ws.env["XDG_CONFIG_HOME"]) / "state"
+        ws.env.update({"PATH": os.pathsep.join(path), "XDG_STATE_HOME": str(state), "TERM": "xterm-256color"})
+    kit = HerdrKit(request.param, ws.env, Path(ws.env["XDG_CONFIG_HOME"]))
+    kit.root.mkdir(parents=True, exist_ok=True)
+    (kit.root / "config.toml").write_text(HERDR_CONFIG)
+    try:
+        yield kit
+    finally:
+        kit.cleanup()

@@ -107,8 +107,17 @@ def test_an_agent_at_a_startup_dialog_is_running_and_blocked(ws: Workspace) -> N
     assert [(s["name"], s["status"], s["state"]) for s in status["sessions"]] == [("coder", "running", "blocked")]
 
 
+def test_a_program_that_exits_during_its_start_is_herdrs_timeout(ws: Workspace) -> None:
+    """herdr 0.8.2 drops the name of an agent whose program exits while it starts, and its `agent start` waits out
+    its --timeout (`timeout`, never `agent_start_failed`, seen on the real one): mam says so, unsettled."""
+    ws.herdr.set_start("team", settle=0.3, outcome="exited")
+    proc = ws.mam("spawn", "coder", "--agent", "claude", "--server", "team",
+                  env={**ws.env, "MAM_HERDR_START_TIMEOUT": "4"})
+    assert proc.returncode == 1 and "herdr did not see coder ready within 4 s" in proc.stderr, proc.stderr
+    assert _row(ws, "coder")["status"] == "starting"
+
+
 @pytest.mark.parametrize(("outcome", "meaning"), [
-    ("exited", "its program exited before it became interactive"),
     ("mismatch", "herdr found another kind of agent in its pane"),
 ])
 def test_a_start_herdr_says_failed_is_terminated_with_its_meaning(ws: Workspace, outcome: str, meaning: str) -> None:

@@ -144,7 +144,8 @@ def test_peek_and_attach_on_herdr(ws: Workspace) -> None:
     doc = ws.mam_json("peek", "h1", "--lines", "2")
     assert doc["lines"] == ["two", "three"] and doc["pane_id"] == "w1:p1"
     reads = [c["argv"] for c in ws.herdr.calls() if "read" in c["argv"]]
-    assert reads == [["--session", "live", "agent", "read", "w1:p1", "--source", "recent", "--lines", "2"]]
+    # `--source visible`: herdr's `recent` is the last rows of the screen, blank ones too (here: nothing at all)
+    assert reads == [["--session", "live", "agent", "read", "w1:p1", "--source", "visible", "--lines", "2"]]
     proc = ws.mam("attach", "h1", env={**ws.env, "MAM_ATTACH_ECHO": "1"})
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["argv"] == ["herdr", "session", "attach", "live"]

@@ -290,11 +290,13 @@ class HerdrBackend:
         return [EXECUTABLE, "session", "attach", server]
 
     def read_pane(self, server: str, agent: Agent, lines: int, ctx: CallContext) -> str | Failure:
-        """`agent read TARGET --source recent --lines N`: herdr's own recent output of the agent, raw text."""
+        """`agent read TARGET --source visible --lines N`: the last N lines of the agent's screen, raw text. Never
+        `--source recent`: herdr reads that as the last N rows of the screen, blank ones included, so an agent that
+        has drawn only the top of its screen (a fresh pane) reads as nothing (src/server/alt_screen_read.rs)."""
         target = agent.pane_id or agent.name or ""
         if not target or target.startswith("-") or taken_by_herdr(target):  # never read as an option
             return Failure(self.name, server, CommandResult((EXECUTABLE,), None, os_error="herdr gave no pane id"))
-        result = run(_argv(server, "agent", "read", target, "--source", "recent", "--lines", str(lines)),
+        result = run(_argv(server, "agent", "read", target, "--source", "visible", "--lines", str(lines)),
                      timeout=ctx.timeout, env=ctx.env)
         return result.stdout if result.returncode == 0 else Failure(self.name, server, result)
 

@@ -22,6 +22,11 @@ SERVER_OPTIONS = ServerOptions(
               ServerCommand(("session", "attach"))))
 
 
+# What `mam backends` says of the releases (docs/backends.md, Supported versions).
+DESCRIPTION = ("herdr, the agent-focused terminal multiplexer; run for real: 0.8.2 (herdrdev/herdr 1c76079f, "
+               "built by hand); 0.9.x known from its changelog only (protocol 22, `--machine`), never run")
+
+
 AGENT_NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}")  # herdr's own rule for agent names, stricter than mam's
 
 
@@ -40,7 +45,7 @@ def _load() -> Backend:
 
 @hookimpl
 def mam_backends() -> list[BackendSpec]:
-    return [BackendSpec(name="herdr", description="herdr, the agent-focused terminal multiplexer",
+    return [BackendSpec(name="herdr", description=DESCRIPTION,
                         executable="herdr", load=_load, markers=MARKERS,
                         server_options=SERVER_OPTIONS, name_rule=agent_name_rule,
                         # `herdr server` stays in the foreground: it is started as a detached local process
