@@ -79,7 +79,7 @@ def _mam_env(env: dict[str, str]) -> dict[str, str]:
 def _plans(env: dict[str, str], workspace: str, servers: list[str], tmp: str) -> dict[tuple[str, int], str]:
     """The raw side's plan files: (comparison, server count) -> path. Each server's argvs as mam builds them."""
     sys.path[:0] = [str(ROOT), str(ROOT / "backends")]
-    from mam.app import App
+    from mam.servers.app import App
     from mam_tmux import backend as tmux
 
     app = App.open(workspace, "tmux", env)

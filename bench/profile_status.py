@@ -21,11 +21,11 @@ CHILD = r"""
 import time
 t0 = time.perf_counter()
 import json, sys
-from mam.app import App
-from mam.availability import resolve_explicit_backend
-from mam.fanout import call_context
-from mam.rows import session_entry
-from mam.fanout import query_servers
+from mam.servers.app import App
+from mam.servers.availability import resolve_explicit_backend
+from mam.servers.fanout import call_context
+from mam.agents.rows import session_entry
+from mam.servers.fanout import query_servers
 t1 = time.perf_counter()
 app = App.open(None, "tmux")
 reg = app.load_registry()

@@ -26,11 +26,11 @@ from typing import Any
 from common import median
 
 from mam import registry
-from mam.app import App
 from mam.commands.reconcile import reconcile_document
 from mam.plugin.records import Agent, BackendSpec, BootstrapResult, CallContext, Failure, ServerError
 from mam.plugin.spec import hookimpl
 from mam.registry import text as registry_text
+from mam.servers.app import App
 
 LIVE: dict[str, tuple[Agent, ...]] = {}
 FORMS = ("hand-written YAML", "as mam writes it")

@@ -66,10 +66,10 @@ def loopback_sshd(plain_login: bool = True) -> Iterator[loopback.Sshd]:
 
 
 def _route(server: loopback.Sshd, control: Path, tmpdir: str, home: str) -> Any:
-    from mam.envscrub import DEFAULT_RULES, keep_rules
-    from mam.remote import unset_patterns
-    from mam.route import Route
-    from mam.transport import SshTransport
+    from mam.calls.remote import unset_patterns
+    from mam.calls.route import Route
+    from mam.calls.transport import SshTransport
+    from mam.plugin.envscrub import DEFAULT_RULES, keep_rules
 
     scrub = [rule.pattern for rule in DEFAULT_RULES] + ["TMUX", "TMUX_PANE", "HERDR_*", "ZELLIJ*"]
     transport = SshTransport(HOST, control, 10, ssh_config=server.config_path)
@@ -79,9 +79,9 @@ def _route(server: loopback.Sshd, control: Path, tmpdir: str, home: str) -> Any:
 def api_listing(servers: Sequence[str], env: dict[str, str], route: Any, *,
                 batched: bool = False) -> Callable[[], None]:
     """One status fan-out through the backend object: each server listed in a worker of its own; `batched`:
-    the calls of the fan-out share one ssh session (mam.batch)."""
+    the calls of the fan-out share one ssh session (mam.calls.batch)."""
     from mam.api import CallContext, Failure
-    from mam.route import with_route
+    from mam.calls.route import with_route
     from mam_tmux.backend import TmuxBackend
 
     backend = TmuxBackend()
@@ -219,7 +219,7 @@ def section(result: dict[str, Any]) -> str:
         "",
         "Each command is a fresh `mam status --json --no-state` process, timed in turns: here, on the loopback "
         "host with no shared connection (the masters closed, untimed, before it), and again with one. The "
-        "remote calls of one status share one ssh session (mam.batch). On loopback every remote process (the ssh "
+        "remote calls of one status share one ssh session (mam.calls.batch). On loopback every remote process (the ssh "
         "client, the sshd session, the login shell, tmux) shares this machine's CPU, so a real remote host costs "
         "its network round trips instead. `python3 bench/remote_status.py` runs it alone; MODE = \"api\" there "
         "times the fan-out without mam's own start-up.",

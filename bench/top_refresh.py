@@ -1,4 +1,4 @@
-"""What `mam top` costs per refresh: the poller of the live view (mam.topmodel.Poller with mam top's own actions,
+"""What `mam top` costs per refresh: the poller of the live view (mam.live.topmodel.Poller with mam top's own actions,
 one `mam status --server S` call per server, each in its own thread) over N real tmux servers whose panes run
 stand-in agents (one working, redrawing, per server), timed inside one process as the view runs it. Beside it,
 one `mam --backend tmux status --json` process over the same fleet, for scale.
@@ -27,9 +27,9 @@ sys.path[:0] = [str(ROOT), str(ROOT / "backends")]
 
 
 def refresh_costs(env: dict[str, str], workspace: str, runs: int) -> dict[str, list[float]]:
-    from mam.app import App
     from mam.cli.topactions import Actions
-    from mam.topmodel import Poller
+    from mam.live.topmodel import Poller
+    from mam.servers.app import App
 
     actions = Actions(App.open(workspace, "tmux", env))
     poller = Poller(actions.registered, actions.fetch, patience=60)

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from mam.logfile import open_log, open_text_log
-from mam.names import NAME_PATTERN, SESSION_ID_PATTERN, is_valid_name
 from mam.plugin.helpers import first_line, parse_or_failure, poll_until, sent_message
 from mam.plugin.listing import find_for_stop
 from mam.plugin.records import (
@@ -40,6 +38,8 @@ from mam.plugin.records import (
     StopResult,
 )
 from mam.plugin.spec import HOOK_API, hookimpl
+from mam.util.logfile import open_log, open_text_log
+from mam.util.names import NAME_PATTERN, SESSION_ID_PATTERN, is_valid_name
 
 
 def run(argv: Sequence[str], *, timeout: float, env: Mapping[str, str], cwd: str | None = None,
@@ -47,8 +47,8 @@ def run(argv: Sequence[str], *, timeout: float, env: Mapping[str, str], cwd: str
     """Run a backend's CLI: an explicit argv, never a shell, killed with its process group at `timeout`; its
     stdin is /dev/null, or the bytes `stdin` (then end of file).
 
-    Looked up in mam.runner at each call, so the kit's `fake_runner` fixture stands in for every backend."""
-    from mam import runner
+    Looked up in mam.calls.runner at each call, so the kit's `fake_runner` fixture stands in for every backend."""
+    from mam.calls import runner
 
     if stdin is None:  # a stand-in runner of the kit may not take stdin
         return runner.run(argv, timeout=timeout, env=env, cwd=cwd)
@@ -58,7 +58,7 @@ def run(argv: Sequence[str], *, timeout: float, env: Mapping[str, str], cwd: str
 def read_text(path: str, *, timeout: float, env: Mapping[str, str]) -> str | None:
     """The text of a file on the machine the backend's processes run on (this one, or the host its calls go to
     over ssh); None when it cannot be read. For a look at system state such as /proc/net/unix."""
-    from mam import machine
+    from mam.calls import machine
 
     return machine.read_text(path, timeout=timeout, env=env)
 
@@ -67,7 +67,7 @@ def net_namespaces(*, timeout: float, env: Mapping[str, str]) -> dict[str, list[
     """The network namespaces (`net:[N]`) of the processes mam can see on the machine the backend's processes
     run on, each with their pids; None when there is no /proc to tell. For reading every namespace's
     /proc/PID/net/unix: the table at /proc/net/unix lists the reader's namespace only."""
-    from mam import machine
+    from mam.calls import machine
 
     return machine.net_namespaces(timeout=timeout, env=env)
 

@@ -1,5 +1,5 @@
 """The `mam` command's entry point. `mam report STATE`, which agents' hooks run inside their turns, is answered
-here before the command line's framework is imported (mam.report); everything else goes to mam.cli."""
+here before the command line's framework is imported (mam.hooks.report); everything else goes to mam.cli."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import NoReturn
 def main(argv: list[str] | None = None) -> NoReturn:
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == ["report"] and args[1:2] and args[1] not in ("-h", "--help", "--json"):
-        from mam.report import main as report
+        from mam.hooks.report import main as report
 
         sys.exit(report(list(args[1:])))
     from mam.cli import main as run

@@ -43,7 +43,7 @@ def test_the_app_does_not_import_exec() -> None:
     import subprocess
     import sys
 
-    code = "import sys, mam.app; print('mam.commands.passthrough' in sys.modules)"
+    code = "import sys, mam.servers.app; print('mam.commands.passthrough' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "False"
 
@@ -70,7 +70,7 @@ def test_scrub_rules_come_from_every_declared_backends_markers() -> None:
 
 
 def test_shims_are_the_backends_that_declare_how_to_pick_a_server() -> None:
+    from mam.calls.shims import shimmed_backends
     from mam.plugin.manager import Plugins
-    from mam.shims import shimmed_backends
 
     assert shimmed_backends(Plugins({}).specs()) == {"herdr": "herdr", "tmux": "tmux", "zellij": "zellij"}

@@ -232,7 +232,7 @@ def test_a_long_status_says_what_it_waits_for_on_a_terminal(ws: Workspace, tmux:
 def test_a_call_started_while_mam_is_interrupted_is_ended_not_left_running(monkeypatch: pytest.MonkeyPatch) -> None:
     """Popen runs outside the lock (the parallel queries must not start one at a time): a process that started
     while kill_running ran, unseen by it, is ended by its own call."""
-    from mam import runner
+    from mam.calls import runner
 
     monkeypatch.setattr(runner, "_stopping", False)
     started: list[subprocess.Popen[str]] = []
@@ -258,7 +258,7 @@ def test_a_signal_while_the_main_thread_starts_a_call_waits_until_its_process_is
     process running after mam: the CLI's handler holds it until the process is registered, then raises."""
     import importlib
 
-    from mam import runner
+    from mam.calls import runner
 
     main = importlib.import_module("mam.cli.main")  # the module: mam.cli's `main` is its function
     monkeypatch.setattr(runner, "_stopping", False)
@@ -286,7 +286,7 @@ def test_a_signal_held_and_never_raised_does_not_fire_in_a_later_call(monkeypatc
     """A held signal that a second one overtook is spent: it must not end some later, unrelated call."""
     import importlib
 
-    from mam import runner
+    from mam.calls import runner
 
     main = importlib.import_module("mam.cli.main")
     monkeypatch.setattr(runner, "_stopping", False)

@@ -144,7 +144,7 @@ def test_a_symlinked_locks_folder_is_refused_and_nothing_started(ws: Workspace, 
 
 
 def test_hide_values_hides_a_value_whole_or_in_the_pieces_a_cut_leaves() -> None:
-    from mam.masking import hide_values
+    from mam.util.masking import hide_values
 
     token = "sk-ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
     cases = [

@@ -473,7 +473,7 @@ def test_a_fifo_on_path_never_blocks_the_shim_checks(ws: Workspace, tmp_path: Pa
     fifo = tmp_path / "tmux"
     os.mkfifo(fifo)
     fifo.chmod(0o755)
-    check = "from mam.shims import is_native_binary, is_shim; import sys; print(is_shim(sys.argv[1]), " \
+    check = "from mam.calls.shims import is_native_binary, is_shim; import sys; print(is_shim(sys.argv[1]), " \
             "is_native_binary(sys.argv[1]))"
     proc = subprocess.run([sys.executable, "-c", check, str(fifo)], env=ws.env, capture_output=True, text=True,
                           timeout=20, cwd=ws.root, stdin=subprocess.DEVNULL)

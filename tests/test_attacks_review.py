@@ -7,10 +7,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from conftest import Workspace
-from mam.notify import notification_argv
+from mam.agents.remains import LINE_CHARS, row_fields
+from mam.hooks.report import identity
+from mam.live.notify import notification_argv
 from mam.plugin.records import Remains
-from mam.remains import LINE_CHARS, row_fields
-from mam.report import identity
 
 
 def test_a_notifications_body_escapes_markup() -> None:

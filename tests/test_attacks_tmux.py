@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from conftest import Tmux, Workspace
-from mam import runner
+from mam.calls import runner
 from mam.plugin.records import CallContext, Failure, SpawnRequest
 from mam.testing import FakeRunner
 from mam_tmux.backend import TmuxBackend

@@ -17,9 +17,9 @@ import pytest
 from sshd import Sshd, _client_config, _free_port, _keygen, _server_config
 
 from conftest import Tmux, Workspace, base_env
-from mam import runner
-from mam.route import Route, remote_route
-from mam.transport import SshTransport
+from mam.calls import runner
+from mam.calls.route import Route, remote_route
+from mam.calls.transport import SshTransport
 
 # -- 6. a wait ends at its deadline ---------------------------------------------------------------------------
 
@@ -222,7 +222,7 @@ def _batched(route: Route, argvs: list[list[str]], timeout: float, env: dict[str
              ) -> tuple[list[runner.CommandResult], float]:
     import threading
 
-    from mam.batch import Batch
+    from mam.calls.batch import Batch
 
     batch = Batch(expected=len(argvs))
     results: dict[int, runner.CommandResult] = {}

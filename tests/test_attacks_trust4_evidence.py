@@ -19,11 +19,11 @@ import pytest
 from sshd import Sshd
 
 from conftest import Tmux, Workspace
-from mam.errors import MamError
+from mam.agents.remains import row_fields
+from mam.agents.sources import Report, reports, set_aside
+from mam.hooks.report import write
 from mam.plugin.records import PaneCapture, Remains
-from mam.remains import row_fields
-from mam.report import write
-from mam.sources import Report, reports, set_aside
+from mam.util.errors import MamError
 
 STANDIN = str(Path(__file__).parent / "agents" / "standin.py")
 FAKES = Path(__file__).parent / "fakes"
@@ -146,10 +146,10 @@ def test_a_batch_to_a_host_that_prints_too_much_is_asked_call_by_call(sshd: Sshd
     when one call prints more than that, the others still get their own answers."""
     import threading
 
-    from mam import runner
-    from mam.batch import Batch
-    from mam.route import Route
-    from mam.transport import SshTransport
+    from mam.calls import runner
+    from mam.calls.batch import Batch
+    from mam.calls.route import Route
+    from mam.calls.transport import SshTransport
 
     control = Path(tempfile.mkdtemp(prefix="mb", dir="/tmp")) / "ssh"
     route = Route(SshTransport(sshd.host, control, 10, ssh_config=sshd.config_path), (), {})
@@ -300,7 +300,7 @@ def test_a_registrys_last_lines_are_shown_cleaned(ws: Workspace, tmux: Tmux) -> 
 
 
 def test_a_backends_reason_for_an_unread_screen_is_cleaned() -> None:
-    from mam.agentstate import read_capture
+    from mam.agents.agentstate import read_capture
     from mam.kinds.library import load_library
 
     state = read_capture(load_library(None), ("claude",), PaneCapture(None, unread="too large\u202e" + HIDDEN))

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from conftest import Tmux, Workspace
-from mam.notify import EXEC_QUEUE, Announcer
+from mam.live.notify import EXEC_QUEUE, Announcer
 
 STANDIN_DIR = str(Path(__file__).parent / "agents")
 

@@ -110,7 +110,7 @@ def test_more_rule_sets_than_the_reader_keeps_are_sent_again(fresh_reader: worke
 
 
 def test_a_lost_reading_says_so_in_the_state(monkeypatch: pytest.MonkeyPatch, fresh_reader: worker.Reader) -> None:
-    from mam.agentstate import read_capture
+    from mam.agents.agentstate import read_capture
     from mam.plugin.records import PaneCapture
 
     monkeypatch.setattr(worker, "_reader", fresh_reader)

@@ -15,9 +15,9 @@ import pytest
 import yaml
 
 from conftest import Tmux, Workspace, ZellijKit
-from mam.app import App
 from mam.commands.lifecycle import stop_document
-from mam.errors import MamError
+from mam.servers.app import App
+from mam.util.errors import MamError
 from mam_tmux.backend import TmuxBackend
 
 STAND_IN = "sh -c 'exec sleep 600'"

@@ -1,4 +1,5 @@
-"""The restore backoff and crash-loop rule (mam/backoff.py), the row fields that keep them, and their settings."""
+"""The restore backoff and crash-loop rule (mam/agents/backoff.py), the row fields that keep them, and their
+settings."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ from datetime import UTC, datetime
 import pytest
 
 from conftest import Workspace
-from mam import backoff
-from mam.errors import MamError
+from mam.agents import backoff
+from mam.util.errors import MamError
 
 RULES = backoff.Policy(backoff=10.0, limit=3, window=600.0)
 NOW = datetime(2026, 12, 5, 9, 0, 0, tzinfo=UTC).timestamp()

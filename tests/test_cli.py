@@ -198,7 +198,7 @@ def test_status_on_empty_registry_loads_no_backend_module(ws: Workspace) -> None
 
 
 def test_colour_only_on_a_terminal_and_never_with_no_color(monkeypatch: pytest.MonkeyPatch) -> None:
-    from mam import render
+    from mam.util import render
 
     class Tty:
         def isatty(self) -> bool:

@@ -79,7 +79,7 @@ def test_completion_starts_nothing_and_loads_no_plugin(ws: Workspace) -> None:
                           timeout=60, stdin=subprocess.DEVNULL)
     assert proc.stdout.split() == ["alpha", "beta", "gamma"]
     modules = set(proc.stderr.rsplit("MODULES ", 1)[1].split())
-    assert not {"pluggy", "mam.plugin.manager", "mam_herdr", "mam_tmux", "mam.runner"} & modules
+    assert not {"pluggy", "mam.plugin.manager", "mam_herdr", "mam_tmux", "mam.calls.runner"} & modules
     assert ws.herdr.calls() == [] and ws.herdr.server_starts() == []
 
 

@@ -140,7 +140,7 @@ def test_docs_cli_has_every_command_and_option() -> None:
 
 
 def test_docs_cli_has_every_environment_variable_and_exit_code() -> None:
-    from mam import errors
+    from mam.util import errors
 
     used = set()
     for path in [*(ROOT / "mam").rglob("*.py"), *(ROOT / "backends").rglob("*.py")]:

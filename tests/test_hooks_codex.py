@@ -187,7 +187,7 @@ def test_report_reads_its_stdin_to_the_end(ws: Workspace) -> None:
 
 
 def test_report_drain_is_bounded(ws: Workspace, tmp_path: Path) -> None:
-    from mam.report import drain
+    from mam.hooks.report import drain
 
     # A stdin held open and silent: it stops after the idle time (0.5 s), having written the report first.
     proc, took = report(ws, b'{"hook_event_name": "Stop"}', hold=True)
@@ -409,7 +409,7 @@ def test_nothing_is_written_through_a_linked_hooks_json_or_backup(ws: Workspace)
 def test_report_returns_on_an_endless_or_trickling_stdin(ws: Workspace) -> None:
     import threading
 
-    from mam.report import drain
+    from mam.hooks.report import drain
 
     env = {**{k: v for k, v in ws.env.items() if k != "TMUX_PANE"}, "MAM_AGENT": "fixer"}
     with open("/dev/zero", "rb") as zero:  # endless: stops at its size bound

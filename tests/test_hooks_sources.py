@@ -1,4 +1,4 @@
-"""Which source decides (mam.sources), on made-up facts: the hook over herdr's own state while its report is
+"""Which source decides (mam.agents.sources), on made-up facts: the hook over herdr's own state while its report is
 fresh, the rules that set a report aside, and a title that never hides a prompt on the screen."""
 
 from __future__ import annotations
@@ -6,10 +6,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from mam.agentstate import Screen, read_capture
+from mam.agents.agentstate import Screen, read_capture
+from mam.agents.sources import MAX_REPORT, Report, decide, from_report, read_report, set_aside, title_state
 from mam.kinds.library import load_library
 from mam.plugin.records import AgentState, PaneCapture
-from mam.sources import MAX_REPORT, Report, decide, from_report, read_report, set_aside, title_state
 
 NOW = 1_000_000.0
 STANDIN_WORKING = "● I'll look.\n\n✽ Simplifying recompute_tangents… (2m 18s · ↓ 4.8k tokens)\n\n❯ \n" \
@@ -62,7 +62,7 @@ def test_a_title_never_hides_a_prompt_on_the_screen() -> None:
     assert title_state("claude", "✳ Claude Code") == "idle"
     assert title_state("codex", "[ ! ] Action Required") == "blocked"
     assert title_state("claude", "my-host") is None and title_state("aider", "✳ x") is None
-    from mam.agentstate import kind_of
+    from mam.agents.agentstate import kind_of
     from mam.kinds.library import load_library
 
     library = load_library(None)

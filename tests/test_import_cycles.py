@@ -2,7 +2,8 @@
 for type checking (a module that needs its importer back has two jobs, or the job of a module below both).
 
 Imports inside a function are left out: they defer a module until it is used (start-up cost), and are the way
-a lower module reaches a higher one it builds on demand (mam.route.Route.batched builds a mam.batch.Batch)."""
+a lower module reaches a higher one it builds on demand
+(mam.calls.route.Route.batched builds a mam.calls.batch.Batch)."""
 
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ def _imported(module: str, path: Path, everywhere: bool = False) -> set[str]:
             if node.level:
                 anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join([*anchor, base] if base else anchor)
-            for alias in node.names:  # `from mam import runner` imports the module mam.runner
+            for alias in node.names:  # `from mam import runner` imports the module mam.calls.runner
                 found.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base)
     return {name for name in found if name in MODULES and name != module and name != "mam"}
 
@@ -93,9 +94,9 @@ def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_graph_is_read() -> None:
     # the scan sees the imports it must: a module-level one, a TYPE_CHECKING one and a `from mam import x` one
-    assert "mam.runner" in GRAPH["mam.route"]
-    assert "mam.transport" in GRAPH["mam.route"]
-    assert "mam.runner" in GRAPH["mam.machine"]
+    assert "mam.calls.runner" in GRAPH["mam.calls.route"]
+    assert "mam.calls.transport" in GRAPH["mam.calls.route"]
+    assert "mam.calls.runner" in GRAPH["mam.calls.machine"]
 
 
 def test_no_module_of_mam_imports_itself_back() -> None:
@@ -109,10 +110,10 @@ def test_the_circle_test_finds_a_circle() -> None:
 
 def test_the_registry_checks_hosts_without_the_ssh_transport() -> None:
     imported = _imported("mam.registry.file", MODULES["mam.registry.file"], everywhere=True)
-    assert "mam.names" in imported and "mam.transport" not in imported
+    assert "mam.util.names" in imported and "mam.calls.transport" not in imported
 
 
 def test_the_runner_knows_neither_batches_nor_ssh() -> None:
-    imported = _imported("mam.runner", MODULES["mam.runner"], everywhere=True)
+    imported = _imported("mam.calls.runner", MODULES["mam.calls.runner"], everywhere=True)
     assert "mam.plugin.records" in imported
-    assert not {"mam.batch", "mam.transport", "mam.route"} & imported
+    assert not {"mam.calls.batch", "mam.calls.transport", "mam.calls.route"} & imported

@@ -12,9 +12,9 @@ from types import ModuleType
 import pytest
 
 from conftest import Workspace
-from mam.errors import EXIT_BAD_INPUT, MamError
 from mam.kinds.classify import UNKNOWN, Verdict, classify_screen, screen_lines
 from mam.kinds.library import RULE_STATES, load_library
+from mam.util.errors import EXIT_BAD_INPUT, MamError
 
 STANDIN_PATH = Path(__file__).parent / "agents" / "standin.py"
 

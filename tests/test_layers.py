@@ -122,9 +122,10 @@ def test_the_checks_see_every_form_of_import() -> None:
         "def f():\n    import mam.commands.restore as r\n": {"mam.commands.restore"},
         "from . import restore": {"mam.commands.restore"},
         "from .restore import restore_document": {"mam.commands.restore"},
-        "from ..rows import rows_on": {"mam.rows"},
+        "from ..agents.rows import rows_on": {"mam.agents.rows"},
         "import typer": {"typer"},
     }
     for source, expected in sources.items():
         assert expected <= imports_of(source, "mam.commands.lifecycle"), source
-    assert "mam.commands.restore" not in imports_of("from mam.restoreplan import run_plan", "mam.commands.lifecycle")
+    assert "mam.commands.restore" not in imports_of("from mam.agents.restoreplan import run_plan",
+                                                      "mam.commands.lifecycle")

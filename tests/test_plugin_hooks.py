@@ -144,7 +144,7 @@ def _wrapped_plugins(monkeypatch: pytest.MonkeyPatch, echo_site: Path, wrap_site
 
 def test_state_hooks_answer_for_a_backend_without_states(monkeypatch: pytest.MonkeyPatch, echo_site: Path,
                                                          wrap_site: Path, tmp_path: Path) -> None:
-    from mam.agentstate import server_states, settle
+    from mam.agents.agentstate import server_states, settle
     from mam.kinds.library import load_library
 
     plugins = _wrapped_plugins(monkeypatch, echo_site, wrap_site, tmp_path)

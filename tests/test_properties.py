@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mam import registry
-from mam.errors import MamError
 from mam.plugin.records import CommandResult, ErrorKind, Failure
+from mam.util.errors import MamError
 from mam_herdr.backend import HerdrBackend
 from mam_tmux.backend import TmuxBackend
 from mam_zellij.backend import ZellijBackend

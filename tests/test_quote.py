@@ -1,10 +1,10 @@
-"""mam.quote.shown: the one way a message quotes a value it did not choose, in each of its manners."""
+"""mam.util.quote.shown: the one way a message quotes a value it did not choose, in each of its manners."""
 
 from __future__ import annotations
 
 import pytest
 
-from mam.quote import shown
+from mam.util.quote import shown
 
 
 @pytest.mark.parametrize("value", ["a\nb", "\x1b[31mred", "tab\t", "\r", "\u2028"])

@@ -13,8 +13,8 @@ import yaml
 
 from conftest import Workspace
 from mam import registry
-from mam.errors import MamError
 from mam.registry import text as registry_text
+from mam.util.errors import MamError
 
 BOTH_FORMS = """\
 version: 1

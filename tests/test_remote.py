@@ -1,6 +1,6 @@
 """Backend calls routed to another host through ssh: the real sshd on 127.0.0.1 and real tmux on private sockets.
 
-The backend object is driven as the core drives it, inside a route (mam.route.remote_route): it builds the
+The backend object is driven as the core drives it, inside a route (mam.calls.route.remote_route): it builds the
 same argv as for this machine and never learns where it runs. The "remote" tmux servers live under a private
 TMUX_TMPDIR set on the remote side by the route (as $MAM_SSH_ENV does), so none is a default server.
 """
@@ -21,11 +21,12 @@ import test_contract
 from sshd import Sshd
 
 from conftest import base_env
-from mam import runner
-from mam.app import App
-from mam.envscrub import DEFAULT_RULES, keep_rules
-from mam.errors import MamError
+from mam.calls import runner
+from mam.calls.remote import Routes, build_route, parse_ssh_env, unset_patterns
+from mam.calls.route import Route, current_route, remote_route, with_route
+from mam.calls.transport import SshTransport
 from mam.plugin.builtin import process_classification
+from mam.plugin.envscrub import DEFAULT_RULES, keep_rules
 from mam.plugin.records import (
     BootstrapContext,
     CallContext,
@@ -36,9 +37,8 @@ from mam.plugin.records import (
     ServerError,
     SpawnRequest,
 )
-from mam.remote import Routes, build_route, parse_ssh_env, unset_patterns
-from mam.route import Route, current_route, remote_route, with_route
-from mam.transport import SshTransport
+from mam.servers.app import App
+from mam.util.errors import MamError
 from mam_tmux.backend import TmuxBackend
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")

@@ -108,7 +108,7 @@ def test_tables_never_cut_names_states_or_actions(ws: Workspace) -> None:
 
 
 def test_a_workspace_path_with_escape_sequences_prints_inert() -> None:
-    from mam.render import reconcile_text, status_text
+    from mam.util.render import reconcile_text, status_text
 
     evil = "/tmp/a\x1b]2;pwned\x07\nb"
     status = status_text({"workspace": evil, "registry": evil + "/.mam/registry.yaml", "sessions": [],
@@ -120,7 +120,7 @@ def test_a_workspace_path_with_escape_sequences_prints_inert() -> None:
 
 
 def test_bidi_overrides_and_zero_width_marks_are_written_out() -> None:
-    from mam.render import visible
+    from mam.util.render import visible
 
     shown = visible("x\u202egnp.exe\u200b\u2066y\ufeff")
     assert shown == "x\\u202egnp.exe\\u200b\\u2066y\\ufeff"
@@ -128,7 +128,7 @@ def test_bidi_overrides_and_zero_width_marks_are_written_out() -> None:
 
 
 def test_an_absent_agent_shows_no_pane_since_its_last_one_may_be_anothers() -> None:
-    from mam.render import status_text
+    from mam.util.render import status_text
 
     def session(name: str, live: str, pane: str) -> dict[str, object]:
         return {"name": name, "backend": "tmux", "server": "team", "host": None, "status": "running", "live": live,
@@ -145,7 +145,7 @@ def test_an_absent_agent_shows_no_pane_since_its_last_one_may_be_anothers() -> N
 def test_a_narrow_terminal_leaves_columns_out_rather_than_cut_every_reason(monkeypatch: pytest.MonkeyPatch) -> None:
     """With STATE and WHY an 80-column table cut CWD and WHY to six characters each, which told nobody anything:
     one backend's column, then CWD, are left out first (and said so); wide enough, nothing is."""
-    from mam.render import status_text
+    from mam.util.render import status_text
 
     session = {"name": "demo-claude", "backend": "tmux", "server": "mam-demo", "host": None, "status": "running",
                "live": "alive", "agent": "claude", "pane_id": "%1", "cwd": "/tmp/mam-demo-x1y2z3/workspace",
@@ -166,7 +166,7 @@ def test_a_narrow_terminal_leaves_columns_out_rather_than_cut_every_reason(monke
 
 
 def test_without_states_only_backend_gives_way(monkeypatch: pytest.MonkeyPatch) -> None:
-    from mam.render import status_text
+    from mam.util.render import status_text
 
     session = {"name": "a-rather-long-agent-name", "backend": "tmux", "server": "a-long-server-name",
                "host": None, "status": "terminated", "live": "absent", "agent": "claude", "pane_id": None,
@@ -189,7 +189,7 @@ def _stated(name: str, rule: str | None, fact: str | None, live: str = "alive") 
 
 def test_at_60_columns_a_reason_loses_its_end_never_its_rule_id(monkeypatch: pytest.MonkeyPatch) -> None:
     """The demo at COLUMNS=60 showed WHY as `ge…eed`: cut in the middle, the rule id told nobody anything."""
-    from mam.render import status_text
+    from mam.util.render import status_text
 
     sessions = [_stated("demo-claude", "generic.proceed", None),
                 _stated("helper", "claude.footer", "no client has looked at it since its last output"),

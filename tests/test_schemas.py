@@ -134,7 +134,7 @@ def test_every_schema_is_a_valid_draft_2020_12_schema() -> None:
 
 
 def test_the_error_schema_names_every_error_code() -> None:
-    from mam import errors
+    from mam.util import errors
 
     codes = json.loads((SCHEMAS / "error.json").read_text())["properties"]["error"]["properties"]["code"]["enum"]
     assert set(codes) == set(errors._EXIT_BY_CODE)

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from conftest import Tmux, Workspace, ZellijKit
-from mam.agentstate import read_capture
+from mam.agents.agentstate import read_capture
 from mam.kinds.classify import classify_screen, cursor_block, screen_lines
 from mam.kinds.library import load_library
 from mam.plugin.records import Agent, CallContext, PaneCapture

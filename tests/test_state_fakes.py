@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from conftest import FAKES, Workspace
-from mam.agentstate import read_capture
+from mam.agents.agentstate import read_capture
 from mam.kinds.library import load_library
 from mam.plugin.records import Agent, CallContext, Failure, PaneCapture
 from mam.testing import FakeRunner

@@ -14,8 +14,8 @@ pytest.importorskip("textual")
 from textual.widgets import DataTable, Static
 
 from mam.cli.topview import Pager, TopApp
-from mam.errors import MamError
-from mam.topmodel import TopRow
+from mam.live.topmodel import TopRow
+from mam.util.errors import MamError
 
 
 class Stand:

@@ -1,4 +1,4 @@
-"""The model behind `mam top` (mam.topmodel), without a terminal: the order of the rows, the filter, the columns
+"""The model behind `mam top` (mam.live.topmodel), without a terminal: the order of the rows, the filter, the columns
 that fit a width, the refresh pacing, and the poller that keeps a hung server from holding up the others. Then
 the command's refusals and its start-up promise: no other command imports Textual."""
 
@@ -14,8 +14,7 @@ from typing import Any
 import pytest
 
 from conftest import Workspace
-from mam.errors import MamError
-from mam.topmodel import (
+from mam.live.topmodel import (
     COLUMNS,
     DROP_ORDER,
     WIDTHS,
@@ -28,6 +27,7 @@ from mam.topmodel import (
     fingerprint,
     ordered,
 )
+from mam.util.errors import MamError
 
 
 def top_row(name: str, state: str, server: str = "s1", host: str = "", backend: str = "tmux") -> TopRow:
@@ -220,4 +220,4 @@ def test_no_other_command_imports_textual(ws: Workspace, args: list[str]) -> Non
     modules = set(proc.stderr.rsplit("MODULES ", 1)[1].split())
     assert "mam.cli.top" in modules or args != ["top", "--help"]  # the check can see a module that is loaded
     assert not {m for m in modules if m == "textual" or m.startswith(("textual.", "rich"))}
-    assert not {"mam.cli.topview", "mam.cli.topactions", "mam.topmodel"} & modules
+    assert not {"mam.cli.topview", "mam.cli.topactions", "mam.live.topmodel"} & modules

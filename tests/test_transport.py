@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 from sshd import Sshd
 
-from mam import runner
-from mam.errors import MamError
-from mam.names import LOCAL, check_host
+from mam.calls import runner
+from mam.calls.transport import SshTransport, remote_command, split_host
 from mam.plugin.records import CommandResult, ErrorKind
-from mam.transport import SshTransport, remote_command, split_host
+from mam.util.errors import MamError
+from mam.util.names import LOCAL, check_host
 
 PRINT_ARGV = ["python3", "-c", "import sys, json; print(json.dumps(sys.argv[1:]))"]
 HOSTILE_WORDS = ["a b", "it's", 'say "hi"', "a;b", "$(touch /tmp/mam-pwned)", "`id`", "x\ny", "#{pane_id}",

@@ -1,5 +1,5 @@
 """`mam watch` (--json, --notify, --exec), `mam status --watch` and `mam stop --all`: on real tmux with stand-in
-agents, and the change tracking (mam.changes) on its own. The desktop is a fake notify-send on PATH that records
+agents, and the change tracking (mam.live.changes) on its own. The desktop is a fake notify-send on PATH that records
 its argv; the user's command records what it got on stdin."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from conftest import Tmux, Workspace
-from mam.changes import Changes, change_text
+from mam.live.changes import Changes, change_text
 
 STANDIN = str(Path(__file__).parent / "agents" / "standin.py")
 RECORDER = "import sys; open(sys.argv[1], 'a').write(repr(sys.argv[2:]) + '\\n' + sys.stdin.read())"

@@ -9,7 +9,7 @@ import typer
 from mam.cli import complete
 from mam.cli.context import begin, emit
 from mam.cli.options import Host, HostFilter, Json
-from mam.errors import MamError
+from mam.util.errors import MamError
 
 DryRun = Annotated[bool, typer.Option("--dry-run", help="say what would be removed, write nothing")]
 
@@ -57,7 +57,7 @@ def spawn(ctx: typer.Context,
                          args=[*(args or ()), *call.trailing], env_names=env or [], progress=not call.json,
                          host=host, trust_spec=trust_spec, ask=ask)
     s = doc["session"]
-    from mam.render import visible
+    from mam.util.render import visible
 
     on = f" on {s['host']}" if s.get("host") else ""
     emit(doc, call.json, None if call.json else visible(f"{s['name']} is {s['status']} on {s['backend']} server "
@@ -81,7 +81,7 @@ def stop(ctx: typer.Context,
          host: HostFilter = None,
          as_json: Json = False) -> int:
     call = begin(ctx, as_json)
-    from mam.render import visible
+    from mam.util.render import visible
 
     if all_rows:
         return _stop_all(call, name, server, force, yes, host)
@@ -102,7 +102,7 @@ def stop(ctx: typer.Context,
 def _stop_all(call: Any, name: str | None, server: str | None, force: bool, yes: bool, host: str | None) -> int:
     """`mam stop --all`: the agents listed, a question at a terminal (or --yes), then each stopped in turn."""
     from mam.commands.lifecycle import stop_all_document, stop_targets
-    from mam.render import visible
+    from mam.util.render import visible
 
     if name is not None:
         raise MamError("usage", "give NAME or --all, not both", hint="mam stop --all stops every running agent")
@@ -143,7 +143,7 @@ def _ask(agent: dict[str, Any]) -> bool:
     and run it only on a yes."""
     import shlex
 
-    from mam.render import visible
+    from mam.util.render import visible
 
     on = f" on {agent['host']}" if agent.get("host") else " on this machine"
     lines = [f"{agent['name']} ({agent['backend']} server {agent['server']}{on}): its launch spec is not one "
@@ -159,7 +159,7 @@ def _ask(agent: dict[str, Any]) -> bool:
 
 def _removed_text(doc: dict[str, Any]) -> str:
     from mam.registry import ACTIVE_STATUSES
-    from mam.render import visible
+    from mam.util.render import visible
 
     verb = "would forget" if doc["dry_run"] else "forgot"
     if not doc["removed"]:
@@ -242,9 +242,9 @@ def restore(ctx: typer.Context,
                                      "and sign them as yours")] = False,
             as_json: Json = False) -> int:
     call = begin(ctx, as_json)
-    from mam import render
     from mam.cli.context import say_unanswered
     from mam.commands.restore import restore_document
+    from mam.util import render
 
     if names and all_rows:
         raise MamError("usage", "NAME... and --all contradict each other", hint="drop one of them")

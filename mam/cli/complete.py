@@ -26,7 +26,7 @@ def _rows(ctx: click.Context) -> list["Row"]:
     backend's for the commands whose rows say which backend (status, stop, forget, wait, send, peek, attach),
     else the selected backend's; read as `mam` itself would find the workspace and the backend."""
     from mam import registry
-    from mam.workspace import DEFAULT_BACKEND, open_workspace
+    from mam.config.workspace import DEFAULT_BACKEND, open_workspace
 
     root = ctx.find_root().params
     workspace = open_workspace(root.get("workspace"))
@@ -40,7 +40,7 @@ def _rows(ctx: click.Context) -> list["Row"]:
 
 def _offer(ctx: click.Context, incomplete: str, pick: Callable[[list["Row"]], Iterable[str]],
            taken: Iterable[str] = ()) -> list[str]:
-    from mam.names import is_valid_name
+    from mam.util.names import is_valid_name
 
     try:
         names = set(pick(_rows(ctx))) - set(taken)

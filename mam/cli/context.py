@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from mam.errors import EXIT_BACKEND_NOT_FOUND, MamError
+from mam.util.errors import EXIT_BACKEND_NOT_FOUND, MamError
 
 if TYPE_CHECKING:
-    from mam.app import App
+    from mam.servers.app import App
 
 # Why a command takes no --json, where there is more to say than that it has none.
 NO_JSON_BECAUSE = {"mam exec": "its output is the backend's own", "mam attach": "it runs the backend's own client",
@@ -40,7 +40,7 @@ class Call:
     trailing: list[str]
 
     def open(self) -> App:
-        from mam.app import App
+        from mam.servers.app import App
 
         return App.open(self.workspace, self.backend)
 
@@ -98,8 +98,8 @@ def emit(doc: dict[str, Any], as_json: bool, text: str | None = None, compact: b
 
 def say_unanswered(app: App, doc: dict[str, Any]) -> int:
     """Servers that could not be asked are said first, on stderr; a missing backend binary is exit 3."""
-    from mam.render import visible
-    from mam.statusview import unanswered
+    from mam.agents.statusview import unanswered
+    from mam.util.render import visible
 
     notes, binary_missing = unanswered(app, doc)
     for note in notes:
@@ -111,7 +111,7 @@ def say_unanswered(app: App, doc: dict[str, Any]) -> int:
 def end_children() -> None:
     """An interrupted command leaves no backend process behind (they run in sessions of their own), nor the
     process that reads screens for its threads (mam.kinds.worker)."""
-    runner = sys.modules.get("mam.runner")
+    runner = sys.modules.get("mam.calls.runner")
     if runner is not None:
         runner.kill_running()
     worker = sys.modules.get("mam.kinds.worker")
@@ -120,11 +120,11 @@ def end_children() -> None:
 
 
 def waiting(what: str, as_json: bool) -> AbstractContextManager[None]:
-    """A progress line on a terminal's stderr for waits over a second (mam.progress), loaded only there."""
+    """A progress line on a terminal's stderr for waits over a second (mam.util.progress), loaded only there."""
     if as_json or not sys.stderr.isatty():
         from contextlib import nullcontext
 
         return nullcontext()
-    from mam.progress import waiting as progress
+    from mam.util.progress import waiting as progress
 
     return progress(what)

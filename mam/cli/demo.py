@@ -14,13 +14,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mam import render, runner
-from mam.app import App
+from mam.agents.statusview import status_document
+from mam.calls import runner
 from mam.commands.lifecycle import spawn_document
 from mam.commands.reconcile import reconcile_document
 from mam.commands.restore import restore_document
-from mam.errors import MamError
-from mam.statusview import status_document
+from mam.servers.app import App
+from mam.util import render
+from mam.util.errors import MamError
 
 SERVER = "mam-demo"
 AGENTS = ("demo-claude", "demo-codex")

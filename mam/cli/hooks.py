@@ -1,4 +1,4 @@
-"""`mam hooks install|uninstall|status` (mam.hooks) and `mam report STATE` (mam.report; the entry point
+"""`mam hooks install|uninstall|status` (mam.hooks) and `mam report STATE` (mam.hooks.report; the entry point
 answers it before this package is loaded, so this is its --help and its path when run by `mam.cli`)."""
 
 import os
@@ -19,7 +19,7 @@ DryRun = Annotated[bool, typer.Option("--dry-run", help="show the diff, change n
 def _run(ctx: typer.Context, as_json: bool, agents: list[str] | None, step: Any) -> int:
     call = begin(ctx, as_json)
     from mam.hooks.ops import PLAIN, chosen
-    from mam.render import visible
+    from mam.util.render import visible
 
     changes = [step(kind, dict(os.environ)) for kind in chosen(agents or [])]
     doc = {"schema": 1, "hooks": [c.as_json() for c in changes]}
@@ -58,7 +58,7 @@ def status(ctx: typer.Context, agent: Agents = None, as_json: Json = False) -> i
 
     code = _run(ctx, as_json, agent, step)
     if not as_json and not agent:
-        from mam.hooks import WITHOUT_HOOKS
+        from mam.hooks.catalog import WITHOUT_HOOKS
 
         sys.stdout.write("".join(f"{kind}: no hooks ({why})\n" for kind, why in WITHOUT_HOOKS.items()))
     return code
@@ -70,6 +70,6 @@ def report(ctx: typer.Context,
                metavar="[WORDS]...", help="ignored: what an agent appends (Codex's event)")] = None) -> int:
     """Write the calling agent's state to .mam/reports/<$MAM_AGENT>.json of $MAM_WORKSPACE; outside an agent
     mam spawned, do nothing."""
-    from mam.report import main
+    from mam.hooks.report import main
 
     return main([state, *(extra or [])])

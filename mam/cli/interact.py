@@ -31,10 +31,10 @@ def wait(ctx: typer.Context,
          host: HostFilter = None,
          as_json: Json = False) -> int:
     call = begin(ctx, as_json)
+    from mam.agents.statusview import parse_state_filter
     from mam.commands.interact import check_timeout, wait_document, wait_many_document
-    from mam.errors import MamError
-    from mam.render import state_text, visible
-    from mam.statusview import parse_state_filter
+    from mam.util.errors import MamError
+    from mam.util.render import state_text, visible
 
     if any_of and all_of:
         raise MamError("usage", "give --any or --all, not both", hint="--all (the default) waits for each agent")
@@ -69,7 +69,7 @@ def wait(ctx: typer.Context,
 def _read_text(path: str | None) -> str:
     """The text of --file PATH, or of stdin (PATH "-"), as a prompt: at most MAX_TEXT characters read."""
     from mam.commands.interact import MAX_TEXT, as_prompt
-    from mam.errors import MamError
+    from mam.util.errors import MamError
 
     try:
         if path is None or path == "-":
@@ -110,8 +110,8 @@ def send(ctx: typer.Context,
          as_json: Json = False) -> int:
     call = begin(ctx, as_json, takes_trailing=True)
     from mam.commands.interact import check_confirm, check_text, send_document
-    from mam.errors import MamError
-    from mam.render import visible
+    from mam.util.errors import MamError
+    from mam.util.render import visible
 
     if call.trailing and (text is not None or len(call.trailing) != 1):
         raise MamError("usage", "give TEXT once: as one word, or as the one word after --",
@@ -153,7 +153,7 @@ def peek(ctx: typer.Context,
          host: HostFilter = None,
          as_json: Json = False) -> int:
     call = begin(ctx, as_json)
-    from mam.peeking import check_lines, peek_document
+    from mam.agents.peeking import check_lines, peek_document
 
     check_lines(lines)
     doc = peek_document(call.open(), name, lines, server, host)
@@ -169,8 +169,8 @@ def attach(ctx: typer.Context,
     call = begin(ctx, None)
     import os
 
-    from mam.errors import MamError
-    from mam.peeking import ATTACH_ECHO, attach_command, exec_attach
+    from mam.agents.peeking import ATTACH_ECHO, attach_command, exec_attach
+    from mam.util.errors import MamError
 
     echo = os.environ.get(ATTACH_ECHO) == "1"
     if not echo and not (sys.stdin.isatty() and sys.stdout.isatty()):

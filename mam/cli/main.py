@@ -11,7 +11,7 @@ import click
 
 from mam.cli import complete, usage
 from mam.cli.context import State, end_children
-from mam.errors import MamError
+from mam.util.errors import MamError
 
 
 def run(argv: list[str]) -> int:
@@ -37,7 +37,7 @@ def _wants_json(argv: list[str]) -> bool:
 
 
 def _fail(error: MamError, as_json: bool) -> NoReturn:
-    from mam.render import visible  # a message may quote a path or a name: never raw escapes, always one line
+    from mam.util.render import visible  # a message may quote a path or a name: never raw escapes, always one line
 
     _say(sys.stderr, f"mam: {visible(error.message)}\n" + (f"hint: {visible(error.hint)}\n" if error.hint else ""))
     if as_json:
@@ -96,9 +96,9 @@ class Terminated(KeyboardInterrupt):
 def _on_signal(signum: int, frame: object) -> None:
     import signal
 
-    runner = sys.modules.get("mam.runner")
+    runner = sys.modules.get("mam.calls.runner")
     if runner is not None and runner.defer_signal(signum):
-        return  # the main thread is starting a backend process: raised once it is known (mam.runner)
+        return  # the main thread is starting a backend process: raised once it is known (mam.calls.runner)
     if signum == signal.SIGINT:
         raise KeyboardInterrupt
     raise Terminated(signum)

@@ -12,7 +12,7 @@ from mam import __version__
 from mam.cli import complete
 from mam.cli.context import begin, emit, end_children, say_unanswered, waiting
 from mam.cli.options import Host, HostFilter, Json
-from mam.errors import MamError
+from mam.util.errors import MamError
 
 MIN_WATCH = 0.1  # seconds between two reconcile passes: less is a busy loop
 DEFAULT_WATCH = 2.0  # seconds between two passes of `status --watch` and `watch` (also in usage.OPTIONAL_VALUES)
@@ -39,7 +39,7 @@ class Rounds:
             self.failed += 1
             if self.failed >= UNREADABLE_ROUNDS:
                 raise MamError(exc.code, f"{exc.message} ({self.failed} rounds in a row)", hint=exc.hint) from None
-            from mam.render import visible
+            from mam.util.render import visible
 
             sys.stderr.write(f"mam: {visible(exc.message)} (round {self.failed} of {UNREADABLE_ROUNDS} in a row "
                              f"that could not read the registry; trying again in {self.seconds:g} s)\n")
@@ -66,8 +66,8 @@ def status(ctx: typer.Context,
            ] = None,
            as_json: Json = False) -> int:
     call = begin(ctx, as_json)
-    from mam import render
-    from mam.statusview import parse_state_filter, status_document
+    from mam.agents.statusview import parse_state_filter, status_document
+    from mam.util import render
 
     only = parse_state_filter(state or [])
     if only and no_state:
@@ -99,7 +99,7 @@ def _status_watch(app: Any, as_json: bool, seconds: float, servers: Sequence[str
     """`status --watch`: the table again every `seconds`, redrawn in place on a terminal, one after the other
     (each under a `--- time` line) into a pipe or a file, one compact document per line with --json. Ctrl-C
     ends it, exit 0; SIGTERM or SIGHUP end it as they end any command."""
-    from mam.statusview import status_document
+    from mam.agents.statusview import status_document
 
     redraw = not as_json and sys.stdout.isatty()
     rounds = Rounds(seconds)
@@ -120,8 +120,8 @@ def _status_watch(app: Any, as_json: bool, seconds: float, servers: Sequence[str
 def _status_frame(app: Any, doc: dict[str, Any], as_json: bool, redraw: bool, seconds: float,
                   servers: Sequence[str], host: str | None) -> None:
     """One round of `status --watch`: a compact document, a frame redrawn in place, or one under the last."""
-    from mam import render
-    from mam.statusview import unanswered
+    from mam.agents.statusview import unanswered
+    from mam.util import render
 
     if as_json:
         emit(doc, True, compact=True)
@@ -158,9 +158,9 @@ def watch(ctx: typer.Context,
           host: HostFilter = None,
           as_json: Annotated[bool, typer.Option("--json", help="print each change as one JSON line")] = False) -> int:
     call = begin(ctx, as_json)
-    from mam.changes import Changes, change_text
-    from mam.notify import Announcer, exec_argv
-    from mam.statusview import parse_state_filter, status_document
+    from mam.agents.statusview import parse_state_filter, status_document
+    from mam.live.changes import Changes, change_text
+    from mam.live.notify import Announcer, exec_argv
 
     check_watch(interval, "--interval")
     states = parse_state_filter([on], "--on")
@@ -215,8 +215,8 @@ def reconcile(ctx: typer.Context,
               emit_diff: Annotated[bool, typer.Option("--emit-diff", help="print the report (the default)")] = False,
               as_json: Json = False) -> int:
     call = begin(ctx, as_json)
-    from mam import render
     from mam.commands.reconcile import reconcile_document
+    from mam.util import render
 
     if apply and dry_run:
         raise MamError("usage", "--apply and --dry-run contradict each other", hint="drop one of them")
@@ -255,9 +255,9 @@ def ls(ctx: typer.Context,
        host: Host = None,
        as_json: Json = False) -> int:
     call = begin(ctx, as_json)
-    from mam import render
     from mam.commands.inspect import ls_document
     from mam.plugin.records import ServerState
+    from mam.util import render
 
     doc, outcome = ls_document(call.open(), server, host)
     emit(doc, call.json, None if call.json else render.ls_text(doc))
@@ -266,8 +266,8 @@ def ls(ctx: typer.Context,
 
 def backends(ctx: typer.Context, as_json: Json = False) -> int:
     call = begin(ctx, as_json)
-    from mam import render
     from mam.commands.inspect import backends_document
+    from mam.util import render
 
     doc = backends_document(call.open())
     emit(doc, call.json, None if call.json else render.backends_text(doc))
@@ -276,8 +276,8 @@ def backends(ctx: typer.Context, as_json: Json = False) -> int:
 
 def env(ctx: typer.Context, as_json: Json = False) -> int:
     call = begin(ctx, as_json)
-    from mam import render
     from mam.commands.inspect import env_document
+    from mam.util import render
 
     doc = env_document(call.open())
     emit(doc, call.json, None if call.json else render.env_text(doc))
@@ -286,8 +286,8 @@ def env(ctx: typer.Context, as_json: Json = False) -> int:
 
 def kinds(ctx: typer.Context, as_json: Json = False) -> int:
     call = begin(ctx, as_json)
-    from mam import render
     from mam.commands.kinds import kinds_document
+    from mam.util import render
 
     doc = kinds_document(call.open())
     emit(doc, call.json, None if call.json else render.kinds_text(doc))

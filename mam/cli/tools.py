@@ -17,8 +17,8 @@ def shim_install(ctx: typer.Context,
     call = begin(ctx, as_json)
     from pathlib import Path
 
-    from mam.render import visible
-    from mam.shims import install_shims, shimmed_backends
+    from mam.calls.shims import install_shims, shimmed_backends
+    from mam.util.render import visible
 
     app = call.open()
     target = Path(folder) if folder else app.workspace.dot_mam / "shim"
@@ -43,7 +43,7 @@ def skills_install(ctx: typer.Context,
     from pathlib import Path
 
     from mam.commands.skills import DEFAULT_DEST, install_skills
-    from mam.render import visible
+    from mam.util.render import visible
 
     root: Path | None = None
     if dest:

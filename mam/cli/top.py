@@ -12,7 +12,7 @@ import typer
 from mam.cli import complete
 from mam.cli.context import begin, end_children
 from mam.cli.options import HostFilter
-from mam.errors import MamError
+from mam.util.errors import MamError
 
 INSTALL_HINT = "pip install 'mam[top]' (or: pip install textual)"
 
@@ -34,7 +34,7 @@ def top(ctx: typer.Context,
                                           "blocked or done, the change as one JSON line on its stdin (as mam "
                                           "watch --exec)")] = None) -> int:
     call = begin(ctx, None)
-    from mam.notify import exec_argv
+    from mam.live.notify import exec_argv
 
     argv = exec_argv(command) if command is not None else None
     if not (0.2 <= interval <= 60):

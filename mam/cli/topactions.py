@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from mam.app import App
-    from mam.topmodel import Group, TopRow
+    from mam.live.topmodel import Group, TopRow
+    from mam.servers.app import App
 
 PEEK_LINES = 40
 
@@ -19,18 +19,18 @@ class Actions:
     exists."""
 
     def __init__(self, app: App, servers: tuple[str, ...] | list[str] = (), host: str | None = None) -> None:
-        from mam.hosts import checked_host, host_key
+        from mam.servers.hosts import checked_host, host_key
 
         self.app, self.servers = app, tuple(servers)
         self.host = None if host is None else host_key(checked_host(host))
         app.plugins  # noqa: B018 - loaded here, once, before the poller's threads share it
-        from mam.availability import resolve_explicit_backend
+        from mam.servers.availability import resolve_explicit_backend
 
         resolve_explicit_backend(app)
 
     def registered(self) -> list[dict[str, Any]]:
         """The registry's rows in scope (the explicit backend's, on --server and --host when given)."""
-        from mam.rows import rows_on
+        from mam.agents.rows import rows_on
 
         rows = rows_on(self.app, self.app.load_registry(), None)
         return [{"name": r.name, "backend": r.backend, "server": r.server, "host": r.host or "", "status": r.status}
@@ -39,7 +39,7 @@ class Actions:
 
     def fetch(self, group: Group) -> dict[str, Any]:
         """One group's status document: one listing call per server, its agents' states read with it."""
-        from mam.statusview import status_document
+        from mam.agents.statusview import status_document
 
         server, host = group
         return status_document(self.app, [server], host=host or "local")
@@ -71,7 +71,7 @@ class Actions:
 
     def peek(self, row: TopRow, lines: int = PEEK_LINES) -> list[str]:
         """The last `lines` lines of the agent's screen, as `mam peek NAME --lines N` prints them."""
-        from mam.peeking import peek_document
+        from mam.agents.peeking import peek_document
 
         return list(peek_document(self.app, row.name, lines, row.server, row.host or "local")["lines"])
 
@@ -81,7 +81,7 @@ class Actions:
         import os
         import sys
 
-        from mam.peeking import attach_command
+        from mam.agents.peeking import attach_command
 
         try:
             tty: str | None = os.ttyname(sys.stdin.fileno())

@@ -1,5 +1,5 @@
 """The live view of `mam top`, in Textual. It only draws and takes keys: the rows, their order, the filter, the
-columns and the pacing come from mam.topmodel; every server is asked in a thread of the model's poller, and
+columns and the pacing come from mam.live.topmodel; every server is asked in a thread of the model's poller, and
 every key's action runs in a worker thread, so a slow or hung server never holds the screen."""
 
 from __future__ import annotations
@@ -18,12 +18,10 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Input, Static
 
-from mam.changes import Changes, change_text
 from mam.cli.topactions import Actions, attach
-from mam.errors import MamError
-from mam.notify import Announcer
-from mam.render import visible
-from mam.topmodel import (
+from mam.live.changes import Changes, change_text
+from mam.live.notify import Announcer
+from mam.live.topmodel import (
     HEADERS,
     Pacer,
     Poller,
@@ -35,6 +33,8 @@ from mam.topmodel import (
     fingerprint,
     widths_for,
 )
+from mam.util.errors import MamError
+from mam.util.render import visible
 
 TICK = 0.25  # seconds between two looks at the poller (cheap: a snapshot under a lock)
 STYLES = {"blocked": "bold red", "done": "green", "working": "yellow", "idle": "cyan", "unknown": "dim"}

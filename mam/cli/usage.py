@@ -11,7 +11,7 @@ from __future__ import annotations
 import click
 
 from mam.cli.context import no_json
-from mam.errors import MamError
+from mam.util.errors import MamError
 
 HELP_OPTIONS = ("-h", "--help")
 # Options whose number may be left out, with the value they then take (mam.cli.queries.DEFAULT_WATCH).

@@ -10,11 +10,11 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from mam.app import App
-from mam.errors import MamError
-from mam.names import check_name, closest
+from mam.agents.rows import rows_named, snapshot, unchanged_rows
 from mam.registry import ACTIVE_STATUSES, Row
-from mam.rows import rows_named, snapshot, unchanged_rows
+from mam.servers.app import App
+from mam.util.errors import MamError
+from mam.util.names import check_name, closest
 
 PRUNABLE = ("terminated", "stopped")
 # When a row last changed, newest first: a row is as old as the last thing that happened to it.
@@ -94,7 +94,7 @@ def parse_days(text: str | None) -> float | None:
     mam's words rather than the option parser's."""
     if text is None:
         return None
-    from mam.quote import shown
+    from mam.util.quote import shown
 
     try:
         days = float(text)
@@ -128,7 +128,7 @@ def _refuse_unheard_of(statuses: Sequence[str], held: set[str]) -> None:
     known = sorted((set(PRUNABLE) | held) - ACTIVE_STATUSES)
     for status in statuses:
         if status not in known:
-            from mam.quote import shown
+            from mam.util.quote import shown
 
             close = closest(status, known)
             # The registry's own words, a hand edit's included: a few, each cut short.

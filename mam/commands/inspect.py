@@ -5,14 +5,14 @@ from __future__ import annotations
 import shutil
 from typing import Any
 
-from mam.app import App
-from mam.availability import require_binary
-from mam.bootstrap import start_server
-from mam.errors import MamError
-from mam.fanout import call_context, outcomes_for
-from mam.hosts import chosen_host
-from mam.names import check_name
 from mam.plugin.records import OPERATIONS, ServerOutcome, ServerState, implemented_operations
+from mam.servers.app import App
+from mam.servers.availability import require_binary
+from mam.servers.bootstrap import start_server
+from mam.servers.fanout import call_context, outcomes_for
+from mam.servers.hosts import chosen_host
+from mam.util.errors import MamError
+from mam.util.names import check_name
 
 
 def ls_document(app: App, server: str, host: str | None = None) -> tuple[dict[str, Any], ServerOutcome]:

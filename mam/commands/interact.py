@@ -12,14 +12,14 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from mam.app import App
-from mam.availability import require_binary, resolve_explicit_backend
-from mam.errors import MamError
-from mam.fanout import call_context
-from mam.names import check_name, check_utf8
+from mam.calls.route import remote_route
 from mam.plugin.records import AGENT_STATES, Agent, ErrorKind, ServerOutcome, ServerState
 from mam.registry import Row
-from mam.route import remote_route
+from mam.servers.app import App
+from mam.servers.availability import require_binary, resolve_explicit_backend
+from mam.servers.fanout import call_context
+from mam.util.errors import MamError
+from mam.util.names import check_name, check_utf8
 
 POLL_INTERVAL = 0.5
 # The shortest time limit a poll's calls get, near or past the deadline: time for a call to answer at all on a
@@ -30,8 +30,8 @@ MAX_TEXT = 64 * 1024  # a prompt, not a file: anything longer is refused before 
 
 def _row(app: App, name: str, server: str | None, host: str | None = None) -> Row:
     """The one registry row of agent `name` (of the explicit backend, `server` and `host` when given)."""
-    from mam.hosts import checked_host
-    from mam.rows import rows_named
+    from mam.agents.rows import rows_named
+    from mam.servers.hosts import checked_host
 
     check_name(name, "agent name")
     if server is not None:
@@ -74,8 +74,8 @@ TURN_STARTED = ("working", "blocked")
 def _looked(app: App, row: Row) -> tuple[Agent, dict[str, Any]]:
     """The listed agent of `row` and its status entry with its state: one listing and one capture of its server,
     as `mam status` reads them. An error when its server is down (never started here) or lists it not."""
-    from mam.rows import listed_agent, session_entry
-    from mam.statusview import add_state, observe
+    from mam.agents.rows import listed_agent, session_entry
+    from mam.agents.statusview import add_state, observe
 
     key = row.server_key
     outcomes, states = observe(app, [row])
@@ -88,7 +88,7 @@ def _looked(app: App, row: Row) -> tuple[Agent, dict[str, Any]]:
 
 def question_of(entry: dict[str, Any]) -> str:
     """What a blocked agent asks, as its state's evidence shows it (the screen line its rule matched)."""
-    from mam.render import visible
+    from mam.util.render import visible
 
     evidence = entry.get("evidence") or {}
     line = evidence.get("line")
@@ -142,7 +142,7 @@ def send_document(app: App, name: str, text: str, enter: bool, server: str | Non
 
 def _working(entry: dict[str, Any]) -> bool:
     """Whether the agent was in a turn: `working`, or a working screen gone stale (`unknown`)."""
-    from mam.agentstate import STALE
+    from mam.agents.agentstate import STALE
 
     fact = (entry.get("evidence") or {}).get("fact") or ""
     return entry["state"] == "working" or (entry["state"] == "unknown" and fact.startswith(STALE))
@@ -153,7 +153,7 @@ def _confirmed(app: App, row: Row, confirm: float, before: dict[str, Any], answe
     whether it did, `confirmation` what mam saw. A prompt was taken when a turn started (working or blocked); an
     answer when the question is gone (`asks_nothing`). A prompt to an agent already in a turn is looked at once
     and is neither: no state of it can show that it took the text (delivered null)."""
-    from mam.agentstate import asks_nothing
+    from mam.agents.agentstate import asks_nothing
 
     start = time.monotonic()
     limit = app.timeout
@@ -176,7 +176,7 @@ def _confirmed(app: App, row: Row, confirm: float, before: dict[str, Any], answe
 def _seen(name: str, before: dict[str, Any], after: dict[str, Any], answer: bool, unsure: bool,
           delivered: bool) -> str:
     """What the last look showed, in words: why `delivered` is true, false or null."""
-    from mam.render import visible
+    from mam.util.render import visible
 
     now = after["state"]
     fact = (after.get("evidence") or {}).get("fact")
@@ -200,8 +200,8 @@ def _seen(name: str, before: dict[str, Any], after: dict[str, Any], answer: bool
 def _poll(app: App, rows: Sequence[Row]) -> list[tuple[dict[str, Any], ServerOutcome | None]]:
     """The status entry (state read) of each of `rows`, in their order, with its server's outcome: one listing
     and one capture per server, however many of its agents the rows name."""
-    from mam.rows import session_entry
-    from mam.statusview import add_state, observe
+    from mam.agents.rows import session_entry
+    from mam.agents.statusview import add_state, observe
 
     outcomes, states = observe(app, rows)
     polled = []
@@ -221,7 +221,7 @@ def check_timeout(timeout: float | None) -> None:
 def _gone(app: App, row: Row, outcome: ServerOutcome | None, entry: dict[str, Any]) -> MamError | None:
     """Why agent `row` can never reach a state but `unknown`: its server is down, or up without it. A backend
     binary that is missing is raised at once (exit 3)."""
-    from mam.rows import not_running
+    from mam.agents.rows import not_running
 
     if outcome is not None and outcome.state is ServerState.DOWN:
         return not_running(row, f"{row.backend} server {row.server} is down; mam wait never starts it")
@@ -253,7 +253,7 @@ def wait_many_document(app: App, names: Sequence[str], until: Sequence[str], tim
     capture), however many of the agents it holds. An agent whose server is down, or which its server does not
     list, ends a wait for all of them at once (unless `unknown` is awaited: that is its state); a wait for any
     of them waits on the others, and ends when none is left."""
-    from mam.statusview import parse_state_filter
+    from mam.agents.statusview import parse_state_filter
 
     wanted = parse_state_filter(until, "--until")
     check_timeout(timeout)

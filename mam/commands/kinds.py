@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mam.app import App
+from mam.servers.app import App
 
 
 def kinds_document(app: App) -> dict[str, Any]:

@@ -11,16 +11,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mam import inflight, registry
-from mam.app import App
-from mam.availability import require_binary
-from mam.bootstrap import start_server
-from mam.errors import MamError
-from mam.fanout import query_server
-from mam.hosts import checked_host, chosen_host, host_key
-from mam.inflight import TOKEN
-from mam.kinds.library import agent_programs
-from mam.launch import (
+from mam import registry
+from mam.agents import inflight
+from mam.agents.inflight import TOKEN
+from mam.agents.launch import (
     STALE_FIELDS,
     agent_argv,
     check_env_names,
@@ -31,12 +25,19 @@ from mam.launch import (
     with_env,
     write_change,
 )
-from mam.names import check_name, check_utf8, is_utf8
+from mam.agents.rows import rows_named, rows_on, session_entry
+from mam.calls.route import remote_route
+from mam.kinds.library import agent_programs
 from mam.plugin.records import BackendSpec, CallContext, ServerState
-from mam.progress import waiting
 from mam.registry import Row, RowKey
-from mam.route import remote_route
-from mam.rows import rows_named, rows_on, session_entry
+from mam.servers.app import App
+from mam.servers.availability import require_binary
+from mam.servers.bootstrap import start_server
+from mam.servers.fanout import query_server
+from mam.servers.hosts import checked_host, chosen_host, host_key
+from mam.util.errors import MamError
+from mam.util.names import check_name, check_utf8, is_utf8
+from mam.util.progress import waiting
 
 if TYPE_CHECKING:
     from mam.kinds.library import Library
@@ -115,7 +116,7 @@ def check_label(app: App, agent: str) -> None:
     kinds = set(app.kinds.kinds)
     if agent not in kinds and agent not in agent_programs():
         known = ", ".join(sorted((kinds - {"generic"}) | set(agent_programs())))
-        from mam.quote import shown
+        from mam.util.quote import shown
 
         raise MamError("usage", f"unknown agent kind {shown(agent)}: known are {known}",
                        hint="add a kind of your own in .mam/states.yaml (docs/states.md), or leave --agent out")
@@ -190,7 +191,7 @@ def remote_directory(app: App, cwd: str | None, host: str) -> Path:
                        hint="e.g. --cwd /home/me/repo")
     if not cwd.isprintable():  # NUL and every control character
         raise MamError("usage", f"--cwd {cwd!r}: not a path")
-    from mam.runner import run
+    from mam.calls.runner import run
 
     result = run(["test", "-d", cwd], timeout=app.timeout, env=app.backend_env)
     if result.transport_error is not None:
@@ -268,7 +269,7 @@ def _spawn(app: App, name: str, agent: str | None, server: str, cwd: str | None,
         _consent_to_words(name, entry, trust_spec, ask)
     key = (app.backend_name, server, name, there)
     known = app.load_registry().find(key)  # an invalid registry is refused before anything starts
-    from mam import specsign
+    from mam.agents import specsign
 
     spec_key = specsign.load_key(app.env, create=True)  # an unusable key file too (docs/trust.md)
     ctx = CallContext(timeout=app.timeout, env=app.server_env)
@@ -306,7 +307,7 @@ def _spawn(app: App, name: str, agent: str | None, server: str, cwd: str | None,
         write_change(app, _claim(key, fields, blocked))
         if blocked:  # another spawn of this name got the row first: leave it and its agent alone
             raise _taken(blocked[0])
-        from mam.report import identity  # the hooks' `mam report` learns whose state it says (docs/hooks.md)
+        from mam.hooks.report import identity  # the hooks' `mam report` learns whose state it says (docs/hooks.md)
 
         request = spawn_request(spec, name, kind, str(directory), argv,
                                 assignments + identity(spec.spawn_env, bool(there), name, app.workspace.dot_mam))
@@ -338,7 +339,7 @@ def _stop(app: App, name: str, server: str | None, force: bool, progress: bool, 
     """`force`: the user named this agent with --force: ask the backend without a row, and close a pane or
     session of that name that mam did not make. The stop is recorded in the row before the close
     (mam.commands.stopping), so a row that cannot be written afterwards is still never restored by --all."""
-    from mam.stopping import LeftRunning, drop_intent, record_intent, record_outcome
+    from mam.agents.stopping import LeftRunning, drop_intent, record_intent, record_outcome
 
     backend_name = rows[0].backend if rows else app.backend_name  # the row says which backend it is on
     refuse_unkept_name(app.plugins.spec(backend_name), name)
@@ -392,7 +393,7 @@ def stop_targets(app: App, server: str | None = None, host: str | None = None) -
 def stop_all_document(app: App, rows: list[Row], progress: bool = False) -> dict[str, Any]:
     """Close each of `rows` (stop_targets) as `mam stop NAME` closes one, and mark it. One that fails is told
     in its entry and the others are still stopped; one whose pane or session mam did not make is `left`."""
-    from mam.stopping import LeftRunning
+    from mam.agents.stopping import LeftRunning
 
     reg = app.load_registry()
     agents: list[dict[str, Any]] = []

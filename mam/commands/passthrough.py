@@ -7,16 +7,16 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from mam.app import App
-from mam.availability import missing_binary_hint
-from mam.bootstrap import start_server
-from mam.errors import MamError
-from mam.fanout import query_server
-from mam.names import check_name
+from mam.calls.route import remote_route
+from mam.calls.shims import SHIM_GUARD, is_native_binary, is_shim, path_without_shims
 from mam.plugin.records import CallContext, ServerCommand, ServerOptions, ServerState
-from mam.quote import shown
-from mam.route import remote_route
-from mam.shims import SHIM_GUARD, is_native_binary, is_shim, path_without_shims
+from mam.servers.app import App
+from mam.servers.availability import missing_binary_hint
+from mam.servers.bootstrap import start_server
+from mam.servers.fanout import query_server
+from mam.util.errors import MamError
+from mam.util.names import check_name
+from mam.util.quote import shown
 
 
 def refused_option(args: Sequence[str], options: ServerOptions) -> str | None:
@@ -99,7 +99,7 @@ def exec_command(app: App, server: str | None, args: list[str],
                  host: str | None = None) -> tuple[str, list[str], dict[str, str]]:
     """The program, argv and environment `mam exec` replaces itself with. On another `host` (default
     $MAM_HOST) that is the local ssh client, with a terminal, running the backend's command line there."""
-    from mam.hosts import chosen_host
+    from mam.servers.hosts import chosen_host
 
     there = chosen_host(app, host)
     route = app.route(there)

@@ -9,14 +9,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from mam import inflight, registry
-from mam.app import App
-from mam.availability import resolve_explicit_backend
-from mam.fanout import ServerKey, listed_order, outcomes_for
-from mam.names import is_valid_name
+from mam import registry
+from mam.agents import inflight
+from mam.agents.rows import live_agent, snapshot, unchanged_rows
 from mam.plugin.records import Agent, ServerOutcome, ServerState
 from mam.registry import Row, RowKey
-from mam.rows import live_agent, snapshot, unchanged_rows
+from mam.servers.app import App
+from mam.servers.availability import resolve_explicit_backend
+from mam.servers.fanout import ServerKey, listed_order, outcomes_for
+from mam.util.names import is_valid_name
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ def _absence_reason(row: Row, outcome: ServerOutcome) -> str:
 
 def find_drifts(rows: list[Row], outcomes: Mapping[ServerKey, ServerOutcome], adopt: bool,
                 in_flight: frozenset[RowKey] = frozenset()) -> list[Drift]:
-    """`in_flight`: the keys of `starting` rows a spawn or restore still owns (mam.inflight): not listed yet is
+    """`in_flight`: the keys of `starting` rows a spawn or restore still owns (mam.agents.inflight): not listed yet is
     no drift for them."""
     drifts: list[Drift] = []
     registered = {r.key for r in rows}
@@ -97,7 +98,7 @@ def find_drifts(rows: list[Row], outcomes: Mapping[ServerKey, ServerOutcome], ad
 def _record_session(row: Row, session: str, key: bytes | None) -> None:
     """Drift D: the session the server reports, in the row. The session is part of what a spec's signature
     covers (restore resumes it): a row whose signature held is signed again with it, any other stays unsigned."""
-    from mam import specsign
+    from mam.agents import specsign
 
     signed = row.spec is not None and key is not None and specsign.verdict(
         key, row.raw.get(specsign.FIELD), _signed_fields(row, row.agent_session), row.spec) == specsign.SIGNED
@@ -108,7 +109,7 @@ def _record_session(row: Row, session: str, key: bytes | None) -> None:
 
 
 def _signed_fields(row: Row, session: str | None) -> dict[str, Any]:
-    from mam import specsign
+    from mam.agents import specsign
 
     return specsign.row_fields(row.name, row.backend, row.server, row.host, row.agent, session)
 
@@ -116,8 +117,8 @@ def _signed_fields(row: Row, session: str | None) -> dict[str, Any]:
 def _spec_key(app: App) -> bytes | None:
     """This user's launch spec key, or None: without a usable one a recorded session leaves the spec unsigned
     (restore then says why, and asks before it runs it)."""
-    from mam import specsign
-    from mam.errors import MamError
+    from mam.agents import specsign
+    from mam.util.errors import MamError
 
     try:
         return specsign.load_key(app.env)
@@ -129,7 +130,7 @@ def make_change(drifts: list[Drift], written: list[Drift], key: bytes | None = N
                 ended: Mapping[RowKey, dict[str, Any]] | None = None) -> registry.Change:
     """The fixes, applied to the freshly re-read registry under its lock; each one written lands in `written`.
     `key`: this user's launch spec key, to sign a recorded session into a signed row. `ended`: how the agents of
-    drift A rows ended (mam.remains), read from the panes their backend keeps.
+    drift A rows ended (mam.agents.remains), read from the panes their backend keeps.
 
     The listing the plan rests on is older than this re-read: a row that changed meanwhile in any way (a
     re-spawn, a stop, a hand edit) is no longer the row that listing was about, and is left alone."""
@@ -227,7 +228,7 @@ def _ended(app: App, fixes: list[Drift], rows: list[Row],
     asked = [r for r in rows if r.key in gone and outcomes[r.server_key].state is ServerState.UP]
     if not asked:
         return {}
-    from mam.remains import read_remains, row_fields
+    from mam.agents.remains import read_remains, row_fields
 
     found = read_remains(app, asked)
     stamp = registry.timestamp()
@@ -235,7 +236,7 @@ def _ended(app: App, fixes: list[Drift], rows: list[Row],
 
 
 def _restore_all(app: App) -> dict[str, Any]:
-    from mam.restoreplan import plan_summary, restore_plan, run_plan
+    from mam.agents.restoreplan import plan_summary, restore_plan, run_plan
 
     steps, _ = restore_plan(app, [], all_rows=True)
     run_plan(app, steps)

@@ -1,14 +1,14 @@
 """`mam restore`: start registered agents again after their server died, from the launch spec their row keeps
-(docs/cli.md, docs/json.md); the plan and its steps are mam/restoreplan.py's."""
+(docs/cli.md, docs/json.md); the plan and its steps are mam/agents/restoreplan.py's."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
-from mam.app import App
-from mam.fanout import listed_order
-from mam.restoreplan import SpecTrust, consent, plan_summary, restore_plan, run_plan
+from mam.agents.restoreplan import SpecTrust, consent, plan_summary, restore_plan, run_plan
+from mam.servers.app import App
+from mam.servers.fanout import listed_order
 
 
 def restore_document(app: App, names: list[str], all_rows: bool = False, dry_run: bool = False,

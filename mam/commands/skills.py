@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from mam.errors import MamError
+from mam.util.errors import MamError
 
 DEFAULT_DEST = Path(".agents") / "skills"
 
@@ -57,7 +57,7 @@ def _linked_folder(top: Path, target: Path) -> Path | None:
 def _write(shipped: Path, dest_fd: int, dest: Path, target: Path) -> None:
     """Replace `target` by a copy of `shipped`: no folder on the way down from `dest` is followed through a link
     (refused), and a link at `target` itself is replaced, never written through."""
-    from mam.safefile import open_folder, replace_in
+    from mam.util.safefile import open_folder, replace_in
 
     parts = target.relative_to(dest).parts
     fds = [dest_fd]
@@ -77,7 +77,7 @@ def install_skills(dest: Path, force: bool = False, within: Path | None = None) 
     when a file there differs from mam's, unless `force`, and always when `dest` or a folder in it is a symbolic
     link (mam never writes through one); so too a folder between `within` (the workspace, for the default
     `dest`) and `dest`, such as a linked `.agents`."""
-    from mam.safefile import open_folder
+    from mam.util.safefile import open_folder
 
     source = skills_source()
     top = within if within is not None else dest.parent

@@ -24,7 +24,7 @@ from typing import Any
 
 from mam.hooks.common import PROGRAM, KindFile, Unparsable, home, read
 from mam.hooks.jsonhooks import Event, groups_of_ours, make
-from mam.quote import shown
+from mam.util.quote import shown
 
 MARK = "# mam hooks install: Codex runs this at the end of each turn (`mam hooks uninstall` removes it)"
 NOTIFY = f'notify = ["{PROGRAM}", "report", "idle"]'

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from mam.errors import MamError
+from mam.util.errors import MamError
 
 PROGRAM = "mam"  # found on the agent's PATH when its hook runs
 BACKUP_SUFFIX = ".mam-backup"
@@ -62,7 +62,7 @@ def home(env: Mapping[str, str]) -> Path:
 
 
 def read(path: Path) -> str | None:
-    from mam.safefile import read_text
+    from mam.util.safefile import read_text
 
     # the error's code (a FIFO, a folder, too large, not UTF-8): each caller refuses that one file
     return read_text(path, path, MAX_FILE, "operation_failed")
@@ -90,7 +90,7 @@ def mode_of(path: Path) -> int:
 
 def write(path: Path, text: str | None, mode: int | None = None) -> None:
     """Replace `path` whole with `text` (None: remove it), with `mode`, else keeping its own."""
-    from mam.safefile import open_folder, replace_in
+    from mam.util.safefile import open_folder, replace_in
 
     if mode is None:
         mode = mode_of(path)

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from mam.errors import MamError
 from mam.hooks.common import (
     MAX_FILE,
     Change,
@@ -19,6 +18,7 @@ from mam.hooks.common import (
     refuse_link,
     write,
 )
+from mam.util.errors import MamError
 
 
 def _read(kind: KindFile, env: Mapping[str, str]) -> tuple[str, str | None]:
@@ -168,7 +168,7 @@ def status(kind: KindFile, env: Mapping[str, str]) -> Change:
 
 def chosen(agents: Sequence[str]) -> list[KindFile]:
     """The kinds named (all that have hooks when none is): a kind without hooks, or unknown, is bad input."""
-    from mam.hooks import WITHOUT_HOOKS, kinds
+    from mam.hooks.catalog import WITHOUT_HOOKS, kinds
 
     known = kinds()
     words = [w.strip() for value in agents for w in value.split(",") if w.strip()]

@@ -38,7 +38,7 @@ _INVISIBLE = ("Cc", "Cf", "Zl", "Zp", "Cs")
 _UNQUOTED = frozenset((*_INVISIBLE, "Co", "Cn"))
 _FILLERS = frozenset("\u115f\u1160\u3164\uffa0")
 # Marks that draw nothing in other categories: variation selectors (one hidden byte each), the combining grapheme
-# joiner, the Khmer inherent vowels, the braille blank (mam/render.py escapes the same).
+# joiner, the Khmer inherent vowels, the braille blank (mam/util/render.py escapes the same).
 _MARKS = re.compile("[\ufe00-\ufe0f\U000e0100-\U000e01ef\u034f\u17b4\u17b5\u2800]")
 
 

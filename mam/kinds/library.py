@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mam.errors import MamError
-from mam.names import SESSION_ID_PATTERN
-from mam.quote import shown
+from mam.util.errors import MamError
+from mam.util.names import SESSION_ID_PATTERN
+from mam.util.quote import shown
 
 RULE_STATES = ("blocked", "working", "idle")  # in rank order: the first state whose rule matches wins
 MAX_LINES = 200
@@ -310,7 +310,7 @@ def load_library(user_file: Path | None) -> Library:
     shipped = _shipped()
     if user_file is None:
         return Library(dict(shipped))
-    from mam.safefile import read_text
+    from mam.util.safefile import read_text
 
     text = read_text(user_file, user_file, MAX_FILE_BYTES, "invalid_config", _HINT)
     if text is None:

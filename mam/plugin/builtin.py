@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, cast
 
-from mam.envscrub import DEFAULT_RULES
-from mam.errors import MamError
+from mam.plugin.envscrub import DEFAULT_RULES
 from mam.plugin.helpers import first_line
 from mam.plugin.records import (
     AGENT_STATES,
@@ -28,6 +27,7 @@ from mam.plugin.records import (
     StopResult,
 )
 from mam.plugin.spec import hookimpl
+from mam.util.errors import MamError
 
 CORE_PLUGIN = "mam.plugin.builtin"  # the name the core's own implementations are registered under
 

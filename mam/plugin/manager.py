@@ -17,8 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 import pluggy
 
-from mam.errors import MamError
-from mam.names import is_valid_name
 from mam.plugin import spec as hookspecs
 from mam.plugin.builtin import CORE_PLUGIN, CoreDefaults, optional_operation, process_classification
 from mam.plugin.helpers import first_line
@@ -42,7 +40,9 @@ from mam.plugin.records import (
     SpawnResult,
     StopResult,
 )
-from mam.quote import shown
+from mam.util.errors import MamError
+from mam.util.names import is_valid_name
+from mam.util.quote import shown
 
 if TYPE_CHECKING:
     from mam.plugin.entrypoints import EntryPoint

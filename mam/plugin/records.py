@@ -257,7 +257,7 @@ class SpawningBackend(Backend, Protocol):
 #       as one paste (never as lines that each submit); without it, `mam send` refuses such a text
 #   agent_remains(server, names: tuple[str, ...], ctx) -> Mapping[str, Remains] | Failure
 #       (hook API 3) how the ended agents of `names` ended and their last lines, where the panes are kept
-# and the ones `mam peek` and `mam attach` (mam.peeking) look for:
+# and the ones `mam peek` and `mam attach` (mam.agents.peeking) look for:
 #   read_pane(server, agent: Agent, lines: int, ctx) -> str | Failure   (the last lines of its screen, raw;
 #       without it, peek reads the capture_panes screen)
 #   attach_argv(server, agent: Agent, outer: Mapping[str, str], tty: str | None) -> list[str]

@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mam import quote
-from mam.errors import MamError
-from mam.names import NAME_PATTERN
 from mam.registry import text as registry_text
-from mam.safefile import lock_within, read_text
+from mam.util import quote
+from mam.util.errors import MamError
+from mam.util.names import NAME_PATTERN
+from mam.util.safefile import lock_within, read_text
 
 ACTIVE_STATUSES = frozenset({"starting", "running"})
 WRITTEN_STATUSES = ("starting", "running", "stopped", "terminated")  # the words mam writes; a hand edit may add others
@@ -66,7 +66,7 @@ class Row:
 
     @property
     def server_key(self) -> tuple[str, str, str]:
-        """(backend, server, host): the server this row's agent runs on, as mam.fanout asks it."""
+        """(backend, server, host): the server this row's agent runs on, as mam.servers.fanout asks it."""
         return (self.backend, self.server, self.host or "")
 
     @property
@@ -182,7 +182,7 @@ def _refuse_near_miss_status(status: str | None, list_key: str, index: int) -> N
     word that holds one of mam's (`restarting`) is a word of its own."""
     if status is None or status in WRITTEN_STATUSES or any(word in status for word in WRITTEN_STATUSES):
         return
-    from mam.names import closest
+    from mam.util.names import closest
 
     close = closest(status.lower(), WRITTEN_STATUSES, cutoff=0.8)  # `Running` is no active status either
     if close is not None:
@@ -191,12 +191,12 @@ def _refuse_near_miss_status(status: str | None, list_key: str, index: int) -> N
 
 
 def _host(raw: dict[str, Any], list_key: str, index: int) -> str | None:
-    """The row's `host:` as an SSH destination (mam.names.check_host), None for this machine (absent,
+    """The row's `host:` as an SSH destination (mam.util.names.check_host), None for this machine (absent,
     empty or `local`). Checked here, so that no command ever hands ssh a host it would read as an option."""
     host = _optional_str(raw, "host", list_key, index)
     if host is None:
         return None
-    from mam.names import LOCAL, check_host
+    from mam.util.names import LOCAL, check_host
 
     try:
         checked = check_host(host)
@@ -316,7 +316,7 @@ def _confine(path: Path, within: Path | None) -> None:
     restores what such rows name."""
     if within is None:
         return
-    from mam.workspace import REGISTRY_VARIABLE, leads_inside
+    from mam.config.workspace import REGISTRY_VARIABLE, leads_inside
 
     if leads_inside(path, within):
         return

@@ -18,8 +18,8 @@ from typing import Any
 import yaml
 from yaml.events import AliasEvent, CollectionEndEvent, CollectionStartEvent, NodeEvent
 
-from mam.errors import MamError
-from mam.quote import shown
+from mam.util.errors import MamError
+from mam.util.quote import shown
 
 try:  # the C implementations are several times faster; fall back to pure Python where libyaml is missing
     from yaml import CSafeDumper as _BaseDumper

@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from mam import envscrub
+from mam.plugin import envscrub
 from mam.plugin.builtin import fallback_classification, takes_force
 from mam.plugin.helpers import poll_until
 from mam.plugin.records import (

@@ -1,4 +1,4 @@
-"""A stand-in for `mam.runner.run`, so a backend can be tested without its binary."""
+"""A stand-in for `mam.calls.runner.run`, so a backend can be tested without its binary."""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.fixture
 def fake_runner(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeRunner]:
-    """Every `mam.runner.run` call of the test goes to a FakeRunner instead of a real process."""
+    """Every `mam.calls.runner.run` call of the test goes to a FakeRunner instead of a real process."""
     runner = FakeRunner()
-    monkeypatch.setattr("mam.runner.run", runner)
+    monkeypatch.setattr("mam.calls.runner.run", runner)
     yield runner

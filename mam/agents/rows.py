@@ -1,0 +1,143 @@
+"""Finding the rows a command means, their live view (what their server lists), and writing only to rows nobody
+changed since they were read."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from mam.plugin.records import Agent, ServerOutcome, ServerState
+from mam.registry import Registry, Row, RowKey
+from mam.servers.hosts import host_key
+from mam.util.errors import MamError
+
+if TYPE_CHECKING:
+    from mam.servers.app import App
+
+
+def rows_on(app: App, reg: Registry, server: str | None, host: str | None = None) -> list[Row]:
+    """The rows of the backend chosen explicitly (--backend, $MAM_BACKEND), else of any backend, since the row
+    itself says which; on `server` when given; on `host` (checked; "local" is this machine) when given."""
+    explicit = app.explicit_backend
+    there = None if host is None else host_key(host)
+    return [r for r in reg.rows if (explicit is None or r.backend == explicit)
+            and (server is None or r.server == server) and (there is None or (r.host or "") == there)]
+
+
+def rows_named(app: App, reg: Registry, name: str, server: str | None, host: str | None = None) -> list[Row]:
+    """The rows a command about agent `name` means (`rows_on` with that name). More than one is refused,
+    saying what to add."""
+    rows = [r for r in rows_on(app, reg, server, host) if r.name == name]
+    if len(rows) > 1:
+        where = ", ".join(sorted(f"{r.backend} server {r.server}" + (f" on {r.host}" if r.host else "") for r in rows))
+        # Only what tells them apart: a name on one server name of two hosts needs --host, not --server.
+        needed = [option for option, values in (("--backend NAME", {r.backend for r in rows}),
+                                                ("--server NAME", {r.server for r in rows}),
+                                                ("--host HOST", {r.host or "" for r in rows})) if len(values) > 1]
+        raise MamError("usage", f"{name} is registered on several servers ({where})",
+                       hint="pass " + " and ".join(needed))
+    return rows
+
+
+def snapshot(row: Row) -> dict[str, Any]:
+    """The row as it was read, for `unchanged_rows` to compare the re-read registry against."""
+    return copy.deepcopy(row.raw)
+
+
+def unchanged_rows(rows: tuple[Row, ...], seen: Mapping[RowKey, Mapping[str, Any]]) -> list[Row]:
+    """Those of the freshly re-read `rows` (under the registry lock) that are still exactly as `seen` (their
+    snapshots, by key): a row another command rewrote meanwhile (a re-spawn, a stop, a reconcile, a hand edit)
+    is theirs, and a write planned on the old one leaves it alone."""
+    return [row for row in rows if row.key in seen and row.raw == seen[row.key]]
+
+
+def live_agent(row: Row, outcome: ServerOutcome | None) -> tuple[str, Agent | None]:
+    """`alive` with the listed agent, `absent` (up without it, or down), or `unknown`."""
+    if outcome is None or outcome.state is ServerState.UNKNOWN:
+        return "unknown", None
+    for agent in outcome.agents:
+        if agent.name == row.name:
+            return "alive", agent
+    return "absent", None
+
+
+def listed_agent(app: App, row: Row, outcome: ServerOutcome, verb: str) -> Agent:
+    """The agent `outcome` lists for `row`, for a command that acts on a running agent (`verb`: `mam peek`,
+    `mam send`, `mam attach`); an error when its server is down (never started here), could not be asked, or
+    does not list it: then how the row says its agent ended, and how to bring it back (`not_running`)."""
+    from mam.servers.availability import require_binary
+
+    if outcome.state is ServerState.DOWN:
+        raise not_running(row, f"{row.backend} server {row.server} is down; {verb} never starts it")
+    if outcome.state is ServerState.UNKNOWN:
+        require_binary(app, outcome.error.kind if outcome.error else None, f"{verb} needs it", row.backend,
+                       of_row=True)
+        why = outcome.error.message if outcome.error else "no answer"
+        raise MamError("operation_failed", f"{row.backend} server {row.server} could not be asked: {why}")
+    agent = next((a for a in outcome.agents if a.name == row.name), None)
+    if agent is None:
+        raise not_running(row, f"{row.name} is not running on {row.backend} server {row.server}")
+    return agent
+
+
+def not_running(row: Row, message: str) -> MamError:
+    """The error about agent `row` that is not running (`message` says why: its server is down, or lists it
+    not): with how its row says it ended, when it knows, and how to start it again."""
+    ended = how_it_ended(row)
+    return MamError("operation_failed", message + (f"; {row.name} {ended}" if ended else ""), hint=bring_back(row))
+
+
+def how_it_ended(row: Row) -> str:
+    """How the row says its agent last ended, for a message (`exited with status 1; its last output: 'Error:
+    no API key'`, its last two lines at most, quoted and cut short: pane text is anyone's); "" when the row does
+    not know, or knows only an end from before its last restore (the agent has run since)."""
+    from mam.agents import remains
+    from mam.util.quote import shown
+
+    raw = row.raw
+    ended_at, restored_at = raw.get("ended_at"), raw.get("restored_at")
+    if restored_at is not None and not (isinstance(ended_at, str) and ended_at > str(restored_at)):
+        return ""
+    how = remains.how_it_ended(raw)
+    lines = [line for line in _cleaned(raw.get("last_output")) if line.strip()][-2:]
+    said = ", ".join(shown(line.strip(), 100, quote="repr", cut="inside") for line in lines)
+    return "; ".join(part for part in (how, f"its last output: {said}" if said else "") if part)
+
+
+def bring_back(row: Row) -> str:
+    """What to do about an agent that is not running: start it again where it was (its server with it)."""
+    from mam.agents.restoreplan import row_spec
+
+    if row_spec(row) is None:  # adopted, or written by hand: restore has nothing to start it from
+        return (f"`mam --backend {row.backend} spawn {row.name} --server {row.server} ...` starts it again (its "
+                "row keeps no launch spec for `mam restore`)")
+    return f"`mam restore {row.name}` starts it again from its launch spec (`--dry-run` shows how)"
+
+
+def session_entry(row: Row, outcome: ServerOutcome | None) -> dict[str, Any]:
+    live, agent = live_agent(row, outcome)
+    return {
+        "name": row.name, "backend": row.backend, "server": row.server, "host": row.host, "status": row.status,
+        "live": live,
+        "agent": (agent.agent if agent and agent.agent else row.agent),
+        "cwd": (agent.cwd if agent and agent.cwd else row.cwd),
+        "pane_id": (agent.pane_id if agent and agent.pane_id else row.pane_id),
+        **history(row.raw),
+    }
+
+
+def history(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """What the row keeps of its restores and of how its agent last ended (docs/registry.md); the registry has
+    checked each field's type when it was read. The last lines are cleaned as every quoted line is: a row is
+    anyone's text (a clone's registry), not only what mam wrote there."""
+    lines = raw.get("last_output")
+    return {"restore_count": raw.get("restore_count") or 0, "restored_at": raw.get("restored_at"),
+            "crash_loop": "crash_loop_at" in raw, "exit_status": raw.get("exit_status"),
+            "exit_signal": raw.get("exit_signal"), "last_output": _cleaned(lines) if lines else []}
+
+
+def _cleaned(lines: object) -> list[str]:
+    from mam.kinds.classify import clean
+
+    return [clean(line) for line in lines if isinstance(line, str)] if isinstance(lines, list) else []

@@ -1,0 +1,296 @@
+"""The model behind `mam top`, free of any terminal library: its rows and their order, the filter, the columns
+that fit a width, how often to refresh, and the poller that asks each server in a thread of its own so that a
+slow or hung one never holds up the others (nor the screen, which only ever reads a snapshot)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from mam.util.render import why
+
+# The order of the rows: the agents that need a person first, then the finished ones, then the rest.
+FIRST_STATES = ("blocked", "done")
+
+# Every column, widest view first, and the order in which they are dropped as the terminal narrows: AGE (how long
+# ago the state's source last said so: a hook report's age, how long a screen has been unchanged) goes first,
+# then where the state came from,
+# the host, the backend, how long the agent has been in its state, and its server; name, state and why always
+# stay. At 80 columns: NAME SERVER STATE FOR WHY.
+COLUMNS = ("name", "backend", "server", "host", "state", "source", "age", "for", "why")
+DROP_ORDER = ("age", "source", "host", "backend", "for", "server")
+WIDTHS = {"name": 17, "backend": 8, "server": 17, "host": 11, "state": 8, "source": 7, "age": 5, "for": 5}
+MIN_WHY = 20  # the room the reason keeps before another column is dropped
+HEADERS = {"name": "NAME", "backend": "BACKEND", "server": "SERVER", "host": "HOST", "state": "STATE",
+           "source": "SOURCE", "age": "AGE", "for": "FOR", "why": "WHY"}
+
+
+@dataclass(frozen=True)
+class TopRow:
+    """One registered agent as the view shows it. `read_at` is when its state was read (None: never yet);
+    `said_at` when its source last said that state (the reading less the status entry's `state_age`; None where
+    the source cannot tell); `since` when top first saw it in that state; `stale` says its server did not answer
+    this time."""
+
+    name: str
+    backend: str
+    server: str
+    host: str  # "" for this machine
+    status: str
+    live: str  # alive, absent or unknown (mam status's LIVE)
+    state: str
+    source: str
+    why: str
+    read_at: float | None = None
+    since: float | None = None
+    stale: bool = False
+    said_at: float | None = None
+    evidence: Mapping[str, Any] | None = field(default=None, compare=False, hash=False)
+
+    @property
+    def key(self) -> tuple[str, str, str, str]:
+        return (self.backend, self.server, self.host, self.name)
+
+    def cells(self, now: float) -> dict[str, str]:
+        return {"name": self.name, "backend": self.backend, "server": self.server, "host": self.host or "local",
+                "state": self.state, "source": self.source, "age": ago(self.said_at, now),
+                "for": ago(self.since, now), "why": self.why}
+
+
+@dataclass(frozen=True)
+class ServerLine:
+    """A server that is down or could not be asked, with the reason and when it last answered."""
+
+    backend: str
+    server: str
+    host: str
+    state: str  # down or unknown
+    reason: str
+    last_seen: float | None
+
+    def text(self, now: float) -> str:
+        on = f" on {self.host}" if self.host else ""
+        seen = f"; last seen {ago(self.last_seen, now)} ago" if self.last_seen is not None else "; never seen"
+        return f"{self.backend} server {self.server}{on}: {self.state}: {self.reason}{seen}"
+
+
+def ago(then: float | None, now: float) -> str:
+    """A short age: 5s, 3m, 2h, 4d; "-" when unknown."""
+    if then is None:
+        return "-"
+    seconds = max(0, int(now - then))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def rank(row: TopRow) -> tuple[int, str, str, str, str]:
+    place = FIRST_STATES.index(row.state) if row.state in FIRST_STATES else len(FIRST_STATES)
+    return (place, row.name, row.backend, row.server, row.host)
+
+
+def ordered(rows: Iterable[TopRow]) -> list[TopRow]:
+    """blocked first, then done, then the rest; by name within each."""
+    return sorted(rows, key=rank)
+
+
+def matches(row: TopRow, query: str) -> bool:
+    """`/` filter: every word of `query` is part of the name, state, backend, server or host (any case)."""
+    fields = [row.name, row.state, row.backend, row.server, row.host or "local"]
+    return all(any(word in value.lower() for value in fields) for word in query.lower().split())
+
+
+def filtered(rows: Iterable[TopRow], query: str) -> list[TopRow]:
+    return [row for row in rows if matches(row, query)]
+
+
+def columns_for(width: int) -> list[str]:
+    """The columns that fit `width` cells, dropping them in DROP_ORDER until the reason keeps MIN_WHY."""
+    shown = list(COLUMNS)
+    for column in DROP_ORDER:
+        if sum(WIDTHS.get(c, 0) + 2 for c in shown) + MIN_WHY <= width:
+            break
+        shown.remove(column)
+    return shown
+
+
+def widths_for(width: int, shown: Sequence[str], rows: Sequence[TopRow], now: float) -> dict[str, int]:
+    """Each shown column's width: as wide as its longest cell or header, at most its WIDTHS; the reason gets
+    the room left (after each column's padding and a scroll bar), at least MIN_WHY."""
+    cells = [row.cells(now) for row in rows]
+    widths = {c: min(WIDTHS[c], max([len(HEADERS[c]), *(len(cell[c]) for cell in cells)]) + 1) for c in shown
+              if c != "why"}  # + 1: a gap after the longest, which the table's own padding does not always leave
+    if "why" in shown:
+        widths["why"] = max(MIN_WHY, width - sum(w + 2 for w in widths.values()) - 4)
+    return widths
+
+
+class Pacer:
+    """How long to wait before the next refresh: `base` after a change, `factor` longer after each refresh that
+    changed nothing, at most `most`. A key press brings it back to `base`."""
+
+    def __init__(self, base: float = 1.0, most: float = 8.0, factor: float = 1.5) -> None:
+        self.base, self.most, self.factor = base, most, factor
+        self.interval = base
+
+    def next(self, changed: bool) -> float:
+        self.interval = self.base if changed else min(self.most, self.interval * self.factor)
+        return self.interval
+
+    def reset(self) -> None:
+        self.interval = self.base
+
+
+Group = tuple[str, str]  # (server, host): asked together, as `mam status --server S --host H` asks them
+Fetch = Callable[[Group], Mapping[str, Any]]  # a status document of that group (mam.commands.status)
+Registered = Callable[[], Sequence[Mapping[str, Any]]]  # the registry's rows: name, backend, server, host, status
+
+
+@dataclass
+class _Asked:
+    started: float | None = None  # the call in flight, when it began
+    doc: Mapping[str, Any] | None = None  # the last answer
+    answered: float | None = None
+    error: str | None = None  # the last call raised this (a bad rules file, a registry that cannot be read)
+    up: dict[tuple[str, str], float] = field(default_factory=dict)  # (backend, server) -> when it last answered up
+
+
+class Poller:
+    """Asks every group of servers in a thread of its own, at most one call in flight per group. A group whose
+    call has taken longer than `patience` is shown as not answering: its rows `unknown`, with when it was last
+    seen; its call goes on in its thread (each backend call has its own time limit) and is not asked again
+    until it ends."""
+
+    def __init__(self, registered: Registered, fetch: Fetch, patience: float = 2.0,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.registered, self.fetch, self.patience, self.clock = registered, fetch, patience, clock
+        self._lock = threading.Lock()
+        self._asked: dict[Group, _Asked] = {}
+        self._since: dict[tuple[str, str, str, str], tuple[str, float]] = {}
+        self._rows: list[Mapping[str, Any]] = []
+        self.version = 0  # bumped on every answer, so the view knows when to redraw
+        self.calls = 0  # fetches started, for the benchmark
+
+    def refresh(self) -> int:
+        """Start a call for each group with none in flight; return how many were started."""
+        rows = list(self.registered())
+        groups = {(str(r["server"]), str(r.get("host") or "")) for r in rows}
+        started = []
+        with self._lock:
+            self._rows = rows
+            for group in sorted(groups):
+                asked = self._asked.setdefault(group, _Asked())
+                if asked.started is None:
+                    asked.started = self.clock()
+                    started.append(group)
+            self.calls += len(started)
+            self.version += 1
+        for group in started:
+            threading.Thread(target=self._ask, args=(group,), daemon=True, name=f"top {group[0]}").start()
+        return len(started)
+
+    def busy(self) -> bool:
+        with self._lock:
+            return any(a.started is not None for a in self._asked.values())
+
+    def _ask(self, group: Group) -> None:
+        doc: Mapping[str, Any] | None = None
+        error = None
+        try:
+            doc = self.fetch(group)
+        except Exception as exc:  # one group's failure is its own line, never the end of the view
+            error = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
+        now = self.clock()
+        with self._lock:
+            asked = self._asked[group]
+            asked.started = None
+            asked.answered = now
+            asked.error = error
+            if doc is not None:
+                asked.doc = doc
+                for server in doc.get("servers", ()):
+                    if server.get("state") == "up":
+                        asked.up[(server["backend"], server["server"])] = now
+            self.version += 1
+
+    def snapshot(self) -> tuple[list[TopRow], list[ServerLine]]:
+        """The rows (in view order) and the server lines, as of now."""
+        now = self.clock()
+        with self._lock:
+            rows = list(self._rows)
+            asked = {g: replace(a, up=dict(a.up)) for g, a in self._asked.items()}
+        sessions: dict[tuple[str, str, str, str], Mapping[str, Any]] = {}
+        lines: list[ServerLine] = []
+        hung: set[Group] = set()
+        for group, a in sorted(asked.items()):
+            server, host = group
+            if a.started is not None and now - a.started > self.patience:
+                hung.add(group)
+                for backend in sorted({str(r["backend"]) for r in rows if (r["server"], r.get("host") or "") == group}):
+                    lines.append(ServerLine(backend, server, host, "unknown",
+                                            f"no answer for {ago(a.started, now)}", a.up.get((backend, server))))
+                continue
+            if a.error is not None:
+                lines.append(ServerLine("-", server, host, "unknown", a.error, None))
+            if a.doc is None:
+                continue
+            for entry in a.doc.get("sessions", ()):
+                sessions[(entry["backend"], entry["server"], entry.get("host") or "", entry["name"])] = entry
+            for s in a.doc.get("servers", ()):
+                if s.get("state") in ("down", "unknown"):
+                    reason = ((s.get("error") or {}).get("message") or s["state"]).splitlines()[0] if s.get("error") \
+                        else s["state"]
+                    lines.append(ServerLine(s["backend"], s["server"], s.get("host") or "", s["state"], reason,
+                                            a.up.get((s["backend"], s["server"]))))
+        shown = []
+        for r in rows:
+            key = (str(r["backend"]), str(r["server"]), str(r.get("host") or ""), str(r["name"]))
+            group = (key[1], key[2])
+            entry = sessions.get(key)
+            answered = asked[group].answered if group in asked else None
+            if group in hung or entry is None:
+                seen = asked[group].up.get((key[0], key[1])) if group in asked else None
+                reason = "its server is not answering" if group in hung else "not read yet"
+                if group in hung and seen is not None:
+                    reason += f" (last seen {ago(seen, now)} ago)"
+                shown.append(TopRow(key[3], key[0], key[1], key[2], str(r.get("status") or ""), "unknown",
+                                    "unknown", "none", reason, seen if group in hung else None, None, stale=True))
+                continue
+            state = entry.get("state") or "unknown"
+            reason = why(dict(entry)) or ""
+            seen = asked[group].up.get((key[0], key[1]))
+            if entry["live"] == "unknown" and seen is not None:  # its server could not be asked this time
+                reason += f" (last seen {ago(seen, now)} ago)"
+            age = entry.get("state_age")
+            said = (answered - float(age)) if answered is not None and isinstance(age, int | float) else None
+            shown.append(TopRow(key[3], key[0], key[1], key[2], str(entry.get("status") or ""), entry["live"], state,
+                                entry.get("state_source") or "none", reason, answered,
+                                self._since_of(key, state, answered or now), said_at=said,
+                                evidence=entry.get("evidence")))
+        return ordered(shown), lines
+
+    def _since_of(self, key: tuple[str, str, str, str], state: str, at: float) -> float:
+        """When top first saw this agent in `state` (as long as it stays in it)."""
+        with self._lock:
+            seen = self._since.get(key)
+            if seen is None or seen[0] != state:
+                self._since[key] = seen = (state, at)
+            return seen[1]
+
+
+def fingerprint(rows: Sequence[TopRow], lines: Sequence[ServerLine]) -> tuple[Any, ...]:
+    """What a refresh could change, without the ages: equal fingerprints mean nothing happened."""
+    return (tuple((r.key, r.status, r.live, r.state, r.source, r.why if not r.stale else "", r.stale) for r in rows),
+            tuple((s.backend, s.server, s.host, s.state) for s in lines))
+
+
+def as_sessions(rows: Iterable[TopRow]) -> list[dict[str, Any]]:
+    """The rows as the status entries mam.live.changes compares (`mam top --notify`): a row not read this time (its
+    server not answering, or not asked yet) is `unknown`, which keeps its last known state."""
+    return [{"name": r.name, "backend": r.backend, "server": r.server, "host": r.host or None,
+             "state": "unknown" if r.stale else r.state, "state_source": None if r.stale else r.source,
+             "evidence": None if r.stale else (dict(r.evidence) if r.evidence is not None else None)} for r in rows]

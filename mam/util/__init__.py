@@ -1,0 +1,2 @@
+"""Small helpers every layer uses: errors, names, quoting, masking, safe files, log files, progress, tables.
+Imports nothing of mam outside util."""
