@@ -30,10 +30,9 @@ from mam.agents.launch import (
     spawn_request,
     with_env,
 )
-from mam.agents.rows import live_agent, rows_named, rows_on, snapshot, unchanged_rows
+from mam.agents.rows import live_agent, row_spec, rows_named, rows_on, snapshot, unchanged_rows
 from mam.agents.stopping import STOP_REQUESTED
 from mam.calls.route import remote_route
-from mam.kinds.library import agent_programs
 from mam.plugin.records import CallContext, ServerOutcome, ServerState, SpawnRequest
 from mam.registry import Row, RowKey
 from mam.servers.app import App
@@ -85,16 +84,6 @@ class Step:
                 "agent_session": row.agent_session, "env_names": list(spec.get("env_names") or ()),
                 "env_missing": self.env_missing, "pane_id": self.pane_id,
                 "spec_trust": "consented" if self.consented else self.trust, "reason": self.reason}
-
-
-def row_spec(row: Row) -> dict[str, Any] | None:
-    """The row's launch spec; a row written before mam kept one is restorable when its agent kind and
-    directory are enough to start it."""
-    if row.spec is not None and (row.spec.get("kind") or row.spec.get("command")) and row.spec.get("cwd"):
-        return row.spec
-    if row.spec is None and row.agent in agent_programs() and row.cwd:
-        return {"kind": row.agent, "args": [], "cwd": row.cwd, "env_names": []}
-    return None
 
 
 class SpecTrust:

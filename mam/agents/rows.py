@@ -105,10 +105,20 @@ def how_it_ended(row: Row) -> str:
     return "; ".join(part for part in (how, f"its last output: {said}" if said else "") if part)
 
 
+def row_spec(row: Row) -> dict[str, Any] | None:
+    """The row's launch spec; a row written before mam kept one is restorable when its agent kind and
+    directory are enough to start it."""
+    if row.spec is not None and (row.spec.get("kind") or row.spec.get("command")) and row.spec.get("cwd"):
+        return row.spec
+    from mam.kinds.library import agent_programs  # start-up: `mam status` never loads the kind library for rows
+
+    if row.spec is None and row.agent in agent_programs() and row.cwd:
+        return {"kind": row.agent, "args": [], "cwd": row.cwd, "env_names": []}
+    return None
+
+
 def bring_back(row: Row) -> str:
     """What to do about an agent that is not running: start it again where it was (its server with it)."""
-    from mam.agents.restoreplan import row_spec
-
     if row_spec(row) is None:  # adopted, or written by hand: restore has nothing to start it from
         return (f"`mam --backend {row.backend} spawn {row.name} --server {row.server} ...` starts it again (its "
                 "row keeps no launch spec for `mam restore`)")
