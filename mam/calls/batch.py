@@ -16,14 +16,33 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 from mam.calls import runner
-from mam.calls.route import Route, finish_remote, run_remote
+from mam.calls.transport import SshTransport
 from mam.plugin.records import CommandResult
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 WINDOW = 0.005  # seconds the first call waits for the others of its fan-out
 EXPECTED_WINDOW = 0.1  # ...at most, when it knows how many there are (threads start late on a busy machine)
+
+
+class Hop(Protocol):
+    """What a batch reads of the route that hands it its calls (mam.calls.route.Route, which builds the batch):
+    the host's transport, and the environment changes on the remote side."""
+
+    @property
+    def transport(self) -> SshTransport: ...
+
+    @property
+    def env_unset(self) -> tuple[str, ...]: ...
+
+    @property
+    def env_set(self) -> Mapping[str, str]: ...
+
+
+def _alone(route: Hop, argv: Sequence[str], timeout: float, env: Mapping[str, str]) -> CommandResult:
+    return route.transport.run(argv, timeout=timeout, env=env, env_unset=route.env_unset, env_set=route.env_set)
 
 
 @dataclass
@@ -98,7 +117,7 @@ class Batch:
         self._lock = threading.Condition()
         self._pending: list[_Call] = []
 
-    def run(self, route: Route, argv: Sequence[str], *, timeout: float, env: Mapping[str, str]) -> CommandResult:
+    def run(self, route: Hop, argv: Sequence[str], *, timeout: float, env: Mapping[str, str]) -> CommandResult:
         call = _Call(tuple(argv), timeout, env)
         with self._lock:
             self._pending.append(call)
@@ -118,11 +137,11 @@ class Batch:
         assert call.result is not None
         return call.result
 
-    def _execute(self, route: Route, calls: list[_Call]) -> None:
+    def _execute(self, route: Hop, calls: list[_Call]) -> None:
         started = time.monotonic()
         try:
             if len(calls) == 1:
-                calls[0].result = run_remote(route, calls[0].argv, timeout=calls[0].timeout, env=calls[0].env)
+                calls[0].result = _alone(route, calls[0].argv, calls[0].timeout, calls[0].env)
                 return
             nonce = "mam-" + secrets.token_hex(16)
             for c in calls:
@@ -131,8 +150,8 @@ class Batch:
             body = script([c.argv for c in calls], nonce, prelude(route.env_unset, route.env_set))
             timeout = max(c.timeout for c in calls)
             # The script applies the route's environment itself: one sh, no env or sed processes.
-            whole = run_remote(Route(route.transport), ["sh", "-c", body, "sh"], timeout=timeout,
-                               env=calls[0].env, limit=len(calls) * runner.max_output())  # each call's share
+            whole = route.transport.run(["sh", "-c", body, "sh"], timeout=timeout, env=calls[0].env,
+                                        limit=len(calls) * runner.max_output())  # each call's share
             framed = parse(whole.stdout, nonce, len(calls)) if whole.returncode == 0 else None
             # All of them printed more than their shares together: each is asked again on its own, so that only
             # the one that prints too much goes unread (one pane's screen must not blind another server's).
@@ -144,7 +163,7 @@ class Batch:
                 _run_each(route, calls, started)
             else:
                 for c, (code, out, err) in zip(calls, framed, strict=True):
-                    c.result = finish_remote(route, c.argv, c.timeout, CommandResult(c.argv, code, out, err))
+                    c.result = route.transport.finish(c.argv, c.timeout, CommandResult(c.argv, code, out, err))
         except ValueError:
             _run_each(route, calls, started)
         finally:
@@ -154,7 +173,7 @@ class Batch:
                 c.done.set()
 
 
-def _run_each(route: Route, calls: Sequence[_Call], started: float) -> None:
+def _run_each(route: Hop, calls: Sequence[_Call], started: float) -> None:
     """Run each call again on its own, all at once, each within what is left of its own time limit (counted
     from `started`, when the batch began): a batch that failed must not cost its calls one after another (eight
     hung servers were eight time limits), nor any call more than its one time limit."""
@@ -163,7 +182,7 @@ def _run_each(route: Route, calls: Sequence[_Call], started: float) -> None:
         if left <= 0:
             call.result = CommandResult(call.argv, None, "", "", timed_out=True, timeout=call.timeout)
         else:
-            result = run_remote(route, call.argv, timeout=left, env=call.env)
+            result = _alone(route, call.argv, left, call.env)
             call.result = replace(result, timeout=call.timeout) if result.timed_out else result
 
     if len(calls) == 1:

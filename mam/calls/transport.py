@@ -16,12 +16,17 @@ import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from mam.calls import runner
+from mam.plugin.helpers import first_line
 from mam.plugin.records import CommandResult, ErrorKind, ServerError
 from mam.util.errors import MamError
 from mam.util.names import check_host, is_local, match_host
 from mam.util.quote import shown
 
 CONTROL_PERSIST = 60  # seconds a shared connection stays open after its last call
+# What the local ssh client runs with: enough to find itself, its config and keys (agent) and a locale, nothing
+# a user's `SendEnv` could forward (the caller's markers never leave this machine).
+SSH_CLIENT_ENV = ("PATH", "HOME", "USER", "LOGNAME", "SSH_AUTH_SOCK", "KRB5CCNAME", "LANG", "TERM")
 
 _VAR_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -222,12 +227,65 @@ class SshTransport:
         found = self.classify_ssh(result.returncode, result.stderr)
         return None if found is None else ServerError(*found)
 
+    def ssh_env(self, env: Mapping[str, str]) -> dict[str, str]:
+        """The local ssh client's environment, out of the caller's `env`."""
+        return {k: v for k, v in env.items() if k in SSH_CLIENT_ENV or k.startswith("LC_")}
+
+    def run(self, argv: Sequence[str], *, timeout: float, env: Mapping[str, str], env_unset: Sequence[str] = (),
+            env_set: Mapping[str, str] | None = None, limit: int | None = None,
+            stdin: bytes | None = None) -> CommandResult:
+        """`argv` on the host, with `env_unset` unset and `env_set` set there (a route's). The result is the
+        remote command's, under the backend's own argv, as if it had run here; ssh's own failures come back as
+        `transport_error` (never down), so no backend reads them. The remote command runs in the login's home
+        directory (a `cwd` names a folder of this machine) and with the login's environment, less the scrub's
+        markers: `env` is only for the local ssh client."""
+        args = tuple(argv)
+        host = self.host
+        try:
+            wrapped = self.wrap(args, env_unset, env_set)
+        except ValueError as exc:
+            return CommandResult(args, None, timeout=timeout, os_error=f"{args[0] if args else '?'}: cannot run on "
+                                 f"{host}: {exc}")
+        except MamError as exc:  # the folder of the shared connections is refused
+            return CommandResult(args, None, timeout=timeout,
+                                 transport_error=ServerError(ErrorKind.UNKNOWN, f"ssh to {host}: {exc.message}"))
+        limit = runner.max_output() if limit is None else limit
+        raw = self.clean(runner.run_local(wrapped, timeout=timeout, env=self.ssh_env(env), limit=limit, stdin=stdin))
+        if raw.os_error == runner.over_limit(wrapped[0], limit):  # the remote command's answer, not ssh's failure
+            return CommandResult(args, None, timeout=timeout, over_limit=True, transport_error=ServerError(
+                ErrorKind.UNKNOWN, f"ssh to {host}: {runner.over_limit(args[0], limit)}"))
+        error = self.classify(raw)
+        if error is not None:
+            return CommandResult(args, None, "", raw.stderr, timeout=timeout, transport_error=error)
+        if raw.timed_out:  # ssh or the remote command hung: the remote command may still run there
+            return CommandResult(args, None, timed_out=True, timeout=timeout, transport_error=ServerError(
+                ErrorKind.TIMEOUT, f"ssh to {host}: {args[0]} gave no answer within {timeout:g} s"))
+        if raw.returncode is not None and raw.returncode < 0:
+            return CommandResult(args, None, "", raw.stderr, timeout=timeout, transport_error=ServerError(
+                ErrorKind.UNKNOWN, f"ssh to {host}: ssh was killed by signal {-raw.returncode}"))
+        return self.finish(args, timeout, raw)
+
+    def finish(self, args: tuple[str, ...], timeout: float, raw: CommandResult) -> CommandResult:
+        """The remote command's own result, under the backend's argv."""
+        if raw.returncode == 127 and _remote_not_found(args[0], raw.stderr):
+            return CommandResult(args, None, "", raw.stderr, not_found=True, timeout=timeout,
+                                 transport_error=ServerError(ErrorKind.NOT_INSTALLED,
+                                                             f"{args[0]}: not found on PATH on {self.host}"))
+        return CommandResult(args, raw.returncode, raw.stdout, raw.stderr, timeout=timeout)
+
 
 # What ssh says at LogLevel=ERROR on a call that then runs normally, unshared: calls racing to become the master
 # of a host's shared connection (a status asks its servers in parallel) all lose but one, and a master with
 # MaxSessions (sshd's default: 10) sessions open refuses one more.
 _NOISE = re.compile(r"(?:ControlSocket .* already exists, disabling multiplexing"
                     r"|mux_client_request_session: session request failed: .*)\r?\n?")
+
+
+def _remote_not_found(program: str, stderr: str) -> bool:
+    """The remote shell's or env's word that `program` is not there (`env: 'tmux': No such file or directory`,
+    `sh: 1: tmux: not found`, `bash: line 1: tmux: command not found`)."""
+    last = first_line("\n".join(reversed(stderr.splitlines())))
+    return program in last and ("not found" in last or "No such file or directory" in last)
 
 
 def strip_noise(stderr: str) -> str:
