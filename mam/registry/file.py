@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mam.registry import text as registry_text
+import mam.registry.text as registry_text
 from mam.util import quote
 from mam.util.errors import MamError
 from mam.util.names import NAME_PATTERN
@@ -94,7 +94,7 @@ class _Invalid(Exception):
 
 def _line_of(text: str, err: _Invalid) -> int | None:
     """Find the line of the offending row (or its field). Only run on the error path: it parses again."""
-    from mam.registry import yamlio
+    import mam.registry.yamlio as yamlio
 
     path = [step for step in (err.list_key, err.index, err.field) if step is not None]
     return yamlio.line_of(text, path, at_key=err.field is not None)
@@ -282,7 +282,7 @@ _HAND_FIX = "fix the file by hand; mam never rewrites a registry it cannot read"
 
 def parse(text: str, path: Path, default_backend: str) -> tuple[dict[str, Any], tuple[Row, ...]]:
     """Parse and validate registry text; raise `invalid_registry` naming the file and line."""
-    from mam.registry import yamlio  # only for files not in the form mam writes (mam/registry/text.py)
+    import mam.registry.yamlio as yamlio  # only for files not in the form mam writes (mam/registry/text.py)
 
     document = yamlio.load_or_refuse(text, path, "invalid_registry", _HAND_FIX)
     try:
@@ -460,7 +460,7 @@ def update(path: Path, default_backend: str, change: Change, within: Path | None
         try:  # validate the changed document itself: a change can never leave an invalid file behind
             document, rows = _validate(document, default_backend)
         except _Invalid as err:
-            from mam.registry import yamlio
+            import mam.registry.yamlio as yamlio
             raise MamError("invalid_registry", f"{path}: refusing to write: {yamlio.cap(err.message)}") from None
         _refuse_read_only(target, path)
         _write_atomically(target, registry_text.dump(document), path)

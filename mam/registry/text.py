@@ -76,7 +76,7 @@ def dump(document: dict[str, Any]) -> str:
             continue
         parts.append(f"{key}: []\n" if not lines else f"{key}:\n" + "".join(f"- {line}\n" for line in lines))
     if other:
-        from mam.registry import yamlio
+        import mam.registry.yamlio as yamlio
 
         dumped = iter(yamlio.dump({key: value}) for key, value in other.items())
         parts = [part or next(dumped) for part in parts]
