@@ -10,9 +10,9 @@ from typing import NoReturn
 def main(argv: list[str] | None = None) -> NoReturn:
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == ["report"] and args[1:2] and args[1] not in ("-h", "--help", "--json"):
-        from mam.hooks.report import main as report
+        from mam.hooks.report import main as report  # start-up: the hooks' fast path loads nothing else
 
         sys.exit(report(list(args[1:])))
-    from mam.cli import main as run
+    from mam.cli.main import main as run  # start-up: typer, only when it is not `mam report`
 
     run(argv)

@@ -9,8 +9,6 @@ into `mam: ...` / `hint: ...` and the exit code.
 
 Start-up is a feature (bench/RESULTS.md): the commands live in small modules that import the core inside each
 command, so `mam --help` and `mam version` load neither plugins nor YAML, and `mam status` only what it needs.
+The entry point (mam/entry.py) runs mam.cli.main; this file imports nothing, so no module here imports back
+through it. The CLI may import every layer below it (tests/test_layers.py).
 """
-
-from mam.cli.main import main
-
-__all__ = ["main"]
