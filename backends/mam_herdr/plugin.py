@@ -38,7 +38,7 @@ def agent_name_rule(name: str) -> str | None:
 
 
 def _load() -> Backend:
-    from mam_herdr.backend import HerdrBackend
+    from mam_herdr.backend import HerdrBackend  # start-up: the working module, loaded on use
 
     return HerdrBackend()
 

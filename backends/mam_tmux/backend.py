@@ -37,7 +37,7 @@ from mam.api import (
     run,
     sent_message,
 )
-from mam_tmux.plugin import MARKERS  # declared once, in the BackendSpec
+from mam_tmux import MARKERS  # declared once, for the BackendSpec (plugin.py) and the backend
 
 EXECUTABLE = "tmux"
 SEP = "\x1f"  # unit separator between fields; a record ends with a newline

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from mam.api import Backend, BackendSpec, ServerOptions, hookimpl
+from mam_tmux import MARKERS
 
-MARKERS = ("TMUX", "TMUX_PANE")
 # tmux [-2CDlNuvV] [-c shell-command] [-f file] [-L socket-name] [-S socket-path] [-T features] [command ...]:
 # getopt stops at the command word, after which -L and -S are a command's own flags (capture-pane -S -5).
 # No tmux command names another server: each acts on the one -L selects (kill-server included). `-c` is refused
@@ -20,7 +20,7 @@ def agent_name_rule(name: str) -> str | None:
 
 
 def _load() -> Backend:
-    from mam_tmux.backend import TmuxBackend
+    from mam_tmux.backend import TmuxBackend  # start-up: the working module, loaded on use
 
     return TmuxBackend()
 

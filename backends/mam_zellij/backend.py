@@ -32,7 +32,7 @@ from mam.api import (
     run,
     sent_message,
 )
-from mam_zellij.plugin import MARKERS  # declared once, in the BackendSpec
+from mam_zellij import MARKERS  # declared once, for the BackendSpec (plugin.py) and the backend
 
 T = TypeVar("T")
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from mam.api import Backend, BackendSpec, ServerCommand, ServerOptions, hookimpl
+from mam_zellij import MARKERS
 
-MARKERS = ("ZELLIJ", "ZELLIJ_SESSION_NAME", "ZELLIJ_PANE_ID")
 # zellij's own options come before its subcommand (clap, none of them global): `--session`/`-s` picks a session,
 # the hidden `--server PATH` runs a server on any socket. After the subcommand `-s` is its own (`ls -s`).
 # Its session subcommands name their session themselves and ignore --session. attach and watch take a unique
@@ -28,7 +28,7 @@ SERVER_OPTIONS = ServerOptions(
 
 
 def _load() -> Backend:
-    from mam_zellij.backend import ZellijBackend
+    from mam_zellij.backend import ZellijBackend  # start-up: the working module, loaded on use
 
     return ZellijBackend()
 
