@@ -1,9 +1,12 @@
-"""mam's modules import each other in one direction only: no circle, not even one closed by an import made only
-for type checking (a module that needs its importer back has two jobs, or the job of a module below both).
+"""mam's modules import each other in one direction only: no circle of any kind. Every import counts: at module
+level, under TYPE_CHECKING, and inside a function (a deferred import is still a dependency: it only comes later).
+A module that needs its importer back has two jobs, or the job of a module below both: move the shared piece down,
+pass it in, or split the module.
 
-Imports inside a function are left out: they defer a module until it is used (start-up cost), and are the way
-a lower module reaches a higher one it builds on demand
-(mam.calls.route.Route.batched builds a mam.calls.batch.Batch)."""
+`from P import m` names P as well as P.m: P's __init__ runs first and hands over m, so a module of P that imports a
+sibling so while P's __init__ imports it closes a circle through the package (import the sibling by its full name,
+`import P.m as m`, or keep P's __init__ free of imports). The backends (backends/) are read the same way.
+"""
 
 from __future__ import annotations
 
@@ -13,14 +16,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "mam"
+BACKENDS = ROOT / "backends"
 
 
 def _module_name(path: Path) -> str:
-    parts = path.relative_to(ROOT).with_suffix("").parts
+    parts = path.relative_to(BACKENDS if path.is_relative_to(BACKENDS) else ROOT).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-MODULES = {_module_name(path): path for path in PACKAGE.rglob("*.py")}
+MODULES = {_module_name(path): path for root in (PACKAGE, BACKENDS) for path in root.rglob("*.py")
+           if "__pycache__" not in path.parts}
 
 
 def _top_level(body: list[ast.stmt]) -> Iterator[ast.stmt]:
@@ -36,8 +41,9 @@ def _top_level(body: list[ast.stmt]) -> Iterator[ast.stmt]:
                 yield from _top_level(block)
 
 
-def _imported(module: str, path: Path, everywhere: bool = False) -> set[str]:
-    """The mam modules `module` imports at import time (or for type checking); `everywhere`: functions too."""
+def _imported(module: str, path: Path, everywhere: bool = True) -> set[str]:
+    """The modules of mam (and of the backends) `module` imports anywhere in it; `everywhere=False`: only those
+    imported when it is (its top level and top-level if/try blocks, TYPE_CHECKING included)."""
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     tree = ast.parse(path.read_text(encoding="utf-8"))
     found: set[str] = set()
@@ -49,12 +55,13 @@ def _imported(module: str, path: Path, everywhere: bool = False) -> set[str]:
             if node.level:
                 anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join([*anchor, base] if base else anchor)
-            for alias in node.names:  # `from mam import runner` imports the module mam.calls.runner
-                found.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base)
+            found.add(base)  # its __init__ runs, and hands over each name: a module of it, or a name it holds
+            found.update(f"{base}.{alias.name}" for alias in node.names)
     return {name for name in found if name in MODULES and name != module and name != "mam"}
 
 
 GRAPH = {module: _imported(module, path) for module, path in MODULES.items()}
+AT_IMPORT = {module: _imported(module, path, everywhere=False) for module, path in MODULES.items()}
 
 
 def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -93,15 +100,20 @@ def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def test_the_graph_is_read() -> None:
-    # the scan sees the imports it must: a module-level one, a TYPE_CHECKING one and a `from mam import x` one
-    assert "mam.calls.runner" in GRAPH["mam.calls.route"]
-    assert "mam.calls.transport" in GRAPH["mam.calls.route"]
+    # the scan sees the imports it must: a module-level one, a TYPE_CHECKING one, a `from mam.calls import x` one
+    assert "mam.calls.runner" in AT_IMPORT["mam.calls.route"]
+    assert "mam.calls.transport" in AT_IMPORT["mam.calls.route"]
     assert "mam.calls.runner" in GRAPH["mam.calls.machine"]
+    # ...one inside a function, which only the whole graph holds
+    assert "mam.calls.batch" in GRAPH["mam.calls.route"] and "mam.calls.batch" not in AT_IMPORT["mam.calls.route"]
+    # ...the package that `from mam.cli import complete` names, and the backends' own modules
+    assert {"mam.cli", "mam.cli.complete"} <= GRAPH["mam.cli.main"]
+    assert "mam_tmux.backend" in GRAPH["mam_tmux.plugin"] and "mam.api" in GRAPH["mam_tmux.plugin"]
 
 
 def test_no_module_of_mam_imports_itself_back() -> None:
     circles = _circles(GRAPH)
-    assert not circles, "import circles in mam/: " + "; ".join(" <-> ".join(c) for c in circles)
+    assert not circles, "import circles in mam/ or backends/: " + "; ".join(" <-> ".join(c) for c in circles)
 
 
 def test_the_circle_test_finds_a_circle() -> None:
@@ -109,11 +121,11 @@ def test_the_circle_test_finds_a_circle() -> None:
 
 
 def test_the_registry_checks_hosts_without_the_ssh_transport() -> None:
-    imported = _imported("mam.registry.file", MODULES["mam.registry.file"], everywhere=True)
+    imported = GRAPH["mam.registry.file"]
     assert "mam.util.names" in imported and "mam.calls.transport" not in imported
 
 
 def test_the_runner_knows_neither_batches_nor_ssh() -> None:
-    imported = _imported("mam.calls.runner", MODULES["mam.calls.runner"], everywhere=True)
+    imported = GRAPH["mam.calls.runner"]
     assert "mam.plugin.records" in imported
     assert not {"mam.calls.batch", "mam.calls.transport", "mam.calls.route"} & imported
