@@ -4,6 +4,7 @@
 
 The shipped backends import only from here (a test checks it); anything else in `mam` may change without
 notice. `HOOK_API` is the version of the hook set (see mam/plugin/spec.py).
+A face, beside the CLI (tests/test_layers.py): it may import calls, plugin and util; nothing in mam imports it.
 """
 
 from __future__ import annotations

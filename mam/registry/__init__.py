@@ -1,5 +1,7 @@
 """The registry of agent sessions, `.mam/agent-sessions.yaml`: the file and its locking (file), the text form mam
-writes and reads without a YAML parser (text), and the strict YAML reader for hand-edited files (yamlio)."""
+writes and reads without a YAML parser (text), and the strict YAML reader for hand-edited files (yamlio).
+May import util only. This file hands out file's names; its modules import each other by full name, never
+through it."""
 
 from mam.registry.file import (
     ACTIVE_STATUSES as ACTIVE_STATUSES,
