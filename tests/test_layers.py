@@ -1,15 +1,16 @@
-"""mam's layers, from the imports its sources write (every import, a lazy one inside a function too):
+"""mam's layers, from the imports its sources write (every import, a deferred one inside a function too).
 
-- the CLI (mam/cli/) on top, the only place the CLI framework (typer, click) is imported;
+LAYERS below is the order, from the face down to the small helpers: a module may import its own package and the
+packages of the tiers below its own; never one above, nor another package of its own tier. Besides:
 - the commands (mam/commands/): each one a command, none importing another (shared code lives below them);
-- the core below (every other module of mam/), which never imports a command or the CLI;
-- the backends (backends/), which import mam.api only;
-- Textual only in the `mam top` view, if there is one.
+- the backends (backends/) import mam.api only;
+- the CLI framework (typer, click) only in mam/cli/, Textual only in the `mam top` view.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,21 @@ CLI = MAM / "cli"
 COMMANDS = MAM / "commands"
 ENTRIES = (MAM / "__main__.py", MAM / "entry.py")  # `python3 -m mam` and the `mam` script: they run the CLI
 CLI_FRAMEWORKS = {"typer", "click"}
+
+# The order, once: each tier a tuple of packages, from the face down. Each package's __init__.py says its job.
+LAYERS: list[tuple[str, ...]] = [
+    ("mam.cli", "mam.api", "mam.testing"),  # the faces: the command line; the plugins' API and their test kit
+    ("mam.commands", "mam.live"),  # one module per command; the live model of `mam top` and `mam watch`
+    ("mam.agents",),  # the jobs on agents: state, rows, status, launch, restore, peek
+    ("mam.servers", "mam.hooks"),  # the jobs on servers and a command's context; the agents' own hooks
+    ("mam.calls",),  # how a backend's calls travel: here, or to another host over ssh
+    ("mam.plugin", "mam.config", "mam.kinds"),  # the plugin machinery; workspace and settings; agent kinds
+    ("mam.registry",),  # the registry of agent sessions
+    ("mam.util",),  # small helpers
+]
+# mam/'s own top-level modules: the `mam` script's entry point and `python -m mam` run the CLI; the root package
+# (mam.__version__, mam.hookimpl for plugin authors) is a face, and any module may import it (its parent).
+TOP_LEVEL = {"mam.entry": "mam.cli", "mam.__main__": "mam.cli", "mam": "mam.api"}
 
 
 def _module_name(path: Path) -> str:
@@ -64,6 +80,42 @@ CORE_SOURCES = [p for p in _sources(MAM) if not p.is_relative_to(CLI) and not p.
 BACKEND_SOURCES = _sources(ROOT / "backends")
 
 
+MODULES = {_module_name(p) for p in _sources(MAM)}
+
+
+def layer_of(module: str) -> tuple[int, str] | None:
+    """(tier, package) of a module of mam, None when it is in no layer."""
+    module = TOP_LEVEL.get(module, module)
+    for tier, packages in enumerate(LAYERS):
+        for package in packages:
+            if _under(module, package):
+                return tier, package
+    return None
+
+
+def _module_named(name: str) -> str | None:
+    """The module an imported name is or is in (`mam.util.errors.MamError`: mam.util.errors)."""
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def breaches(module: str, imported: set[str]) -> list[str]:
+    """The imports of `module` that go up the layers or sideways (to another package of its own tier)."""
+    own = layer_of(module)
+    found = []
+    for name in sorted(imported):
+        target = _module_named(name) if _under(name, "mam") else None
+        if target is None or target == "mam":
+            continue  # not mam's, or the root package (every module's parent)
+        other = layer_of(target)
+        if own is None or other is None:
+            found.append(f"{target} (in no layer)")
+        elif other[1] != own[1] and other[0] <= own[0]:
+            found.append(f"{target} ({'sideways' if other[0] == own[0] else 'up'}: {other[1]})")
+    return found
+
+
 def _command_imports(path: Path) -> set[str]:
     own = _module_name(path)
     return {name for name in _imports(path)
@@ -72,6 +124,38 @@ def _command_imports(path: Path) -> set[str]:
 
 def test_the_layers_hold_enough_sources_to_mean_something() -> None:
     assert len(COMMAND_SOURCES) >= 8 and len(CORE_SOURCES) >= 30 and len(BACKEND_SOURCES) >= 6
+
+
+def test_every_module_of_mam_is_in_a_layer() -> None:
+    assert {module for module in MODULES if layer_of(module) is None} == set()
+    assert {p.name for p in MAM.glob("*.py")} == {"__init__.py", "__main__.py", "entry.py", "api.py"}
+
+
+def test_no_import_goes_up_the_layers_or_sideways() -> None:
+    wrong = {str(p.relative_to(ROOT)): breaches(_module_name(p), _imports(p)) for p in _sources(MAM)}
+    assert {path: names for path, names in wrong.items() if names} == {}
+
+
+def test_each_layer_says_its_job_and_what_it_may_import() -> None:
+    for packages in LAYERS:
+        for package in packages:
+            init = ROOT.joinpath(*package.split("."), "__init__.py")
+            source = init if init.exists() else ROOT.joinpath(*package.split(".")).with_suffix(".py")
+            doc = ast.get_docstring(ast.parse(source.read_text(encoding="utf-8"))) or ""
+            said = re.search(r"[Mm]ay import|[Ii]mports nothing", doc)
+            assert said, f"{source.relative_to(ROOT)}: its docstring says what the layer may import"
+
+
+def test_the_layer_check_sees_a_breach() -> None:
+    """The order can fail: up, sideways, inside a function, by any name; and down is fine."""
+    assert breaches("mam.util.render", imports_of("from mam.agents.rows import rows_on", "mam.util.render"))
+    assert breaches("mam.servers.app", imports_of("def f():\n    from mam.hooks import report\n", "mam.servers.app"))
+    assert breaches("mam.calls.runner", imports_of("import mam.servers.app as app", "mam.calls.runner"))
+    assert breaches("mam.entry", imports_of("from mam import api", "mam.entry"))  # the CLI beside the API
+    assert breaches("mam.live.changes", imports_of("from mam.commands import inspect", "mam.live.changes"))
+    assert breaches("mam.agents.rows", imports_of("from mam.util import errors\nfrom mam.calls import route\n"
+                                                  "from mam.agents import remains\nfrom mam import __version__",
+                                                  "mam.agents.rows")) == []
 
 
 @pytest.mark.parametrize("path", COMMAND_SOURCES, ids=lambda p: p.name)
@@ -128,4 +212,4 @@ def test_the_checks_see_every_form_of_import() -> None:
     for source, expected in sources.items():
         assert expected <= imports_of(source, "mam.commands.lifecycle"), source
     assert "mam.commands.restore" not in imports_of("from mam.agents.restoreplan import run_plan",
-                                                      "mam.commands.lifecycle")
+                                                    "mam.commands.lifecycle")
