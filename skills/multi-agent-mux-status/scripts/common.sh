@@ -32,7 +32,7 @@ mam_split() {
 mam_find() {
   if command -v mam >/dev/null 2>&1; then
     mam_cmd=(mam)
-  elif command -v python3 >/dev/null 2>&1 && python3 -P -c 'import mam.cli' >/dev/null 2>&1; then
+  elif command -v python3 >/dev/null 2>&1 && python3 -P -c 'import mam.cli.main' >/dev/null 2>&1; then
     mam_cmd=(python3 -P -m mam)  # -P: never a `mam` folder that happens to be in the current directory
   else
     echo "$mam_script: mam (the multi-agent mux) is not installed: not on PATH, and python3 cannot import it" >&2
