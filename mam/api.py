@@ -42,6 +42,9 @@ from mam.plugin.spec import HOOK_API, hookimpl
 from mam.util.logfile import open_log, open_text_log
 from mam.util.names import NAME_PATTERN, SESSION_ID_PATTERN, is_valid_name
 
+# Deferred imports (inside functions), for start-up: a plugin's import of mam.api loads no runner or machine module
+# until it runs a call.
+
 
 def run(argv: Sequence[str], *, timeout: float, env: Mapping[str, str], cwd: str | None = None,
         stdin: bytes | None = None) -> CommandResult:

@@ -16,11 +16,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mam.plugin.records import Agent, AgentState, Failure, PaneCapture
+from mam.util.errors import MamError
 
 if TYPE_CHECKING:
     from mam.kinds.library import Library
     from mam.plugin.manager import Plugins
     from mam.plugin.records import CallContext
+
+# Deferred imports (inside functions), for start-up: the kind library and its screen rules load when a screen is first
+# read.
 
 # A working screen unchanged for longer than this is stale: the agent (or its terminal) is stuck, or the rule
 # matched a line that lingered. It is reported `unknown`, never `working`.
@@ -198,7 +202,6 @@ def safe_server_states(plugins: Plugins, backend_name: str, server: str, agents:
                        stale_after: float = STALE_AFTER) -> dict[str, AgentState | Screen] | Exception:
     """`server_states`, with a MamError handed back for the caller to raise, and a plugin bug turned into
     `unknown`: one server's failure must not spoil the others' answers."""
-    from mam.util.errors import MamError
 
     try:
         return server_states(plugins, backend_name, server, agents, kinds, ctx, stale_after)

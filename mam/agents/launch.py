@@ -26,6 +26,8 @@ from mam.util.masking import hide_values
 from mam.util.progress import waiting
 from mam.util.quote import shown
 
+# Deferred imports (inside functions), for start-up: the kind library loads only when a spawn starts a kind.
+
 POLL_INTERVAL = 0.05  # between the listings a launch polls until its agent shows
 # What the last attempt at a row left: a re-spawn that replaces the row drops them.
 STALE_FIELDS = ("terminated_at", "terminated_reason", "stopped_at", "adopted_at", "spawn_failed", "crash_loop_at",

@@ -20,6 +20,9 @@ if TYPE_CHECKING:
     from mam.registry import Row
     from mam.servers.app import App
 
+# Deferred imports (inside functions), for start-up: peek and attach each load what their own path needs, for `mam
+# top` too.
+
 DEFAULT_LINES = 20
 MAX_LINES = 10_000  # a screen, not a log: anything longer is bad input
 ATTACH_ECHO = "MAM_ATTACH_ECHO"  # set to 1: `mam attach` prints the command it would run instead of running it

@@ -12,6 +12,9 @@ from mam.registry import Row, RowKey
 if TYPE_CHECKING:
     from mam.servers.app import App
 
+# Deferred imports (inside functions), for start-up: the fan-out's call context and the route load only when a backend
+# is asked.
+
 LINE_CHARS = 200  # a kept line is cut to this: pane text is anyone's
 KEPT_LINES = 20  # the last lines of an ended pane a row keeps
 FIELDS = ("exit_status", "exit_signal", "last_output", "ended_at")

@@ -47,6 +47,9 @@ from mam.util.progress import waiting
 if TYPE_CHECKING:
     from mam.kinds.library import Library
 
+# Deferred imports (inside functions), for start-up: the kind library and the remains load only on the paths that read
+# them.
+
 NO_SPEC = "no launch spec: spawn it again"
 # Why --all passes a row over (Step.reason): none of them is a failure of the command.
 SKIP_REASONS = ("no_spec", "never_started", "stopped", "crash_loop", "backoff")

@@ -15,6 +15,9 @@ from mam.util.errors import MamError
 if TYPE_CHECKING:
     from mam.servers.app import App
 
+# Deferred imports (inside functions), for start-up: `mam status` reads rows on every run; the remains and
+# availability load on the error path.
+
 
 def rows_on(app: App, reg: Registry, server: str | None, host: str | None = None) -> list[Row]:
     """The rows of the backend chosen explicitly (--backend, $MAM_BACKEND), else of any backend, since the row

@@ -16,6 +16,9 @@ from mam.servers.hosts import checked_host, host_key
 from mam.util.errors import MamError
 from mam.util.names import check_name
 
+# Deferred imports (inside functions), for start-up: agent state, its sources and the screen rules load only when
+# states are asked for.
+
 NO_STATE = {"state": None, "state_source": None, "evidence": None, "state_age": None}  # --no-state: not read
 
 

@@ -21,6 +21,9 @@ if TYPE_CHECKING:
     from mam.plugin.manager import Plugins
     from mam.plugin.records import ScrubRule
 
+# Deferred imports (inside functions), for start-up: the ssh transport and the scrub rules load only for a command
+# that reaches another host.
+
 SSH_CONFIG_VAR = "MAM_SSH_CONFIG"  # an ssh_config file passed as `-F` (else ssh reads the user's own)
 SSH_ENV_VAR = "MAM_SSH_ENV"  # NAME=VALUE words set on the remote side of every call
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

@@ -15,6 +15,8 @@ from mam.util.errors import MamError
 if TYPE_CHECKING:
     from mam.plugin.records import BackendSpec
 
+# Deferred imports (inside functions), for start-up: the safe-file helpers load only when shims are written.
+
 SHIM_MARKER = ".mam-shim"  # a folder holding this file is a shim folder: never searched for a real binary
 SHIM_SIGNATURE = b"# mam shim:"  # the second line of every shim, old or new: how a copy is recognised
 SHIM_GUARD = "MAM_SHIM_GUARD"  # set by a shim for its own call: "PID:START" of the process that ran it

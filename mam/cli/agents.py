@@ -11,6 +11,9 @@ from mam.cli.context import begin, emit
 from mam.cli.options import Host, HostFilter, Json
 from mam.util.errors import MamError
 
+# Deferred imports (inside functions), for start-up: each command loads the core it runs inside it, so `mam --help`
+# loads none of it.
+
 DryRun = Annotated[bool, typer.Option("--dry-run", help="say what would be removed, write nothing")]
 
 

@@ -17,6 +17,8 @@ import click
 if TYPE_CHECKING:
     from mam.registry import Row
 
+# Deferred imports (inside functions), for start-up: completion reads the registry only when it offers names.
+
 VARIABLE = "_MAM_COMPLETE"
 SHELLS = ("bash", "zsh", "fish", "powershell", "pwsh")
 

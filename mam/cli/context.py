@@ -15,6 +15,9 @@ from mam.util.errors import EXIT_BACKEND_NOT_FOUND, MamError
 if TYPE_CHECKING:
     from mam.servers.app import App
 
+# Deferred imports (inside functions), for start-up: the context, the status document and the progress line load only
+# for the commands using them.
+
 # Why a command takes no --json, where there is more to say than that it has none.
 NO_JSON_BECAUSE = {"mam exec": "its output is the backend's own", "mam attach": "it runs the backend's own client",
                    "mam top": "it is a live view; `mam status --json` prints the same rows once"}

@@ -10,6 +10,9 @@ import typer
 from mam.cli.context import begin, emit
 from mam.cli.options import Json
 
+# Deferred imports (inside functions), for start-up: each command loads the core it runs inside it, so `mam --help`
+# loads none of it.
+
 Agents = Annotated[list[str] | None, typer.Option(
     "--agent", metavar="KIND", help="only this kind: claude, codex (config.toml's notify and hooks.json) or gemini "
     "(repeatable; default: all three)")]

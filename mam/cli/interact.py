@@ -8,6 +8,10 @@ import typer
 from mam.cli import complete
 from mam.cli.context import begin, emit, end_children
 from mam.cli.options import HostFilter, Json
+from mam.util.errors import MamError
+
+# Deferred imports (inside functions), for start-up: each command loads the core it runs inside it, so `mam --help`
+# loads none of it.
 
 Server = Annotated[str | None, typer.Option(
     "--server", metavar="NAME", autocompletion=complete.servers,
@@ -33,7 +37,6 @@ def wait(ctx: typer.Context,
     call = begin(ctx, as_json)
     from mam.agents.statusview import parse_state_filter
     from mam.commands.interact import check_timeout, wait_document, wait_many_document
-    from mam.util.errors import MamError
     from mam.util.render import state_text, visible
 
     if any_of and all_of:
@@ -69,7 +72,6 @@ def wait(ctx: typer.Context,
 def _read_text(path: str | None) -> str:
     """The text of --file PATH, or of stdin (PATH "-"), as a prompt: at most MAX_TEXT characters read."""
     from mam.commands.interact import MAX_TEXT, as_prompt
-    from mam.util.errors import MamError
 
     try:
         if path is None or path == "-":
@@ -110,7 +112,6 @@ def send(ctx: typer.Context,
          as_json: Json = False) -> int:
     call = begin(ctx, as_json, takes_trailing=True)
     from mam.commands.interact import check_confirm, check_text, send_document
-    from mam.util.errors import MamError
     from mam.util.render import visible
 
     if call.trailing and (text is not None or len(call.trailing) != 1):
@@ -170,7 +171,6 @@ def attach(ctx: typer.Context,
     import os
 
     from mam.agents.peeking import ATTACH_ECHO, attach_command, exec_attach
-    from mam.util.errors import MamError
 
     echo = os.environ.get(ATTACH_ECHO) == "1"
     if not echo and not (sys.stdin.isatty() and sys.stdout.isatty()):

@@ -13,6 +13,9 @@ from mam.cli import complete, usage
 from mam.cli.context import State, end_children
 from mam.util.errors import MamError
 
+# Deferred imports (inside functions), for start-up: the command tree (every command's module) loads only when a
+# command line is parsed.
+
 
 def run(argv: list[str]) -> int:
     from mam.cli.app import command

@@ -14,6 +14,9 @@ from mam.cli.context import begin, emit, end_children, say_unanswered, waiting
 from mam.cli.options import Host, HostFilter, Json
 from mam.util.errors import MamError
 
+# Deferred imports (inside functions), for start-up: each command loads the core it runs inside it, so `mam --help`
+# loads none of it.
+
 MIN_WATCH = 0.1  # seconds between two reconcile passes: less is a busy loop
 DEFAULT_WATCH = 2.0  # seconds between two passes of `status --watch` and `watch` (also in usage.OPTIONAL_VALUES)
 # A watch loop's rounds in a row that may fail to read the registry before it ends, exit 2 (docs/cli.md): one

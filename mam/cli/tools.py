@@ -9,6 +9,9 @@ import typer
 from mam.cli.context import begin, emit
 from mam.cli.options import Json
 
+# Deferred imports (inside functions), for start-up: each command loads the core it runs inside it, so `mam --help`
+# loads none of it.
+
 
 def shim_install(ctx: typer.Context,
                  folder: Annotated[str | None, typer.Option(

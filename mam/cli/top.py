@@ -14,6 +14,8 @@ from mam.cli.context import begin, end_children
 from mam.cli.options import HostFilter
 from mam.util.errors import MamError
 
+# Deferred imports (inside functions), for start-up: `mam top` loads Textual and its view only when it runs.
+
 INSTALL_HINT = "pip install 'mam[top]' (or: pip install textual)"
 
 

@@ -9,6 +9,9 @@ if TYPE_CHECKING:
     from mam.live.topmodel import Group, TopRow
     from mam.servers.app import App
 
+# Deferred imports (inside functions), for start-up: each action of the live view loads the core it runs when it is
+# first taken.
+
 PEEK_LINES = 40
 
 

@@ -16,6 +16,8 @@ from mam.servers.app import App
 from mam.util.errors import MamError
 from mam.util.names import check_name, closest
 
+# Deferred imports (inside functions), for start-up: the quoting helper loads only for a message.
+
 PRUNABLE = ("terminated", "stopped")
 # When a row last changed, newest first: a row is as old as the last thing that happened to it.
 _TIMES = ("terminated_at", "stopped_at", "adopted_at", "created_at")

@@ -21,6 +21,9 @@ from mam.servers.fanout import call_context
 from mam.util.errors import MamError
 from mam.util.names import check_name, check_utf8
 
+# Deferred imports (inside functions), for start-up: send, wait and their states each load only what their own path
+# needs.
+
 POLL_INTERVAL = 0.5
 # The shortest time limit a poll's calls get, near or past the deadline: time for a call to answer at all on a
 # busy machine. A wait against a hung server so ends at most this long after its deadline.

@@ -7,6 +7,8 @@ from typing import Any
 
 from mam.servers.app import App
 
+# Deferred imports (inside functions), for start-up: the kind library loads only when the document is built.
+
 
 def kinds_document(app: App) -> dict[str, Any]:
     """Every kind, by name. A bad .mam/states.yaml is refused (exit 2), as for every command that reads it."""

@@ -42,6 +42,9 @@ from mam.util.progress import waiting
 if TYPE_CHECKING:
     from mam.kinds.library import Library
 
+# Deferred imports (inside functions), for start-up: spec signing, the runner and the quoting load only on the paths
+# that use them.
+
 # What belongs to the agent a row held before: a new spawn of the name records its own, or none.
 RESPAWN_DROPS = ("agent_session", "restored_at", "restore_count", "restore_times", "exit_status", "exit_signal",
                  "last_output", "ended_at")

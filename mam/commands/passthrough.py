@@ -18,6 +18,8 @@ from mam.util.errors import MamError
 from mam.util.names import check_name
 from mam.util.quote import shown
 
+# Deferred imports (inside functions), for start-up: the host resolution loads only for `mam exec` with a host.
+
 
 def refused_option(args: Sequence[str], options: ServerOptions) -> str | None:
     """The first word of `args` that the backend's CLI would read as one of its server options, or None.

@@ -17,7 +17,11 @@ from mam.registry import Row, RowKey
 from mam.servers.app import App
 from mam.servers.availability import resolve_explicit_backend
 from mam.servers.fanout import ServerKey, listed_order, outcomes_for
+from mam.util.errors import MamError
 from mam.util.names import is_valid_name
+
+# Deferred imports (inside functions), for start-up: spec signing, the remains and restore's plan load only for
+# --apply and --restore.
 
 
 @dataclass(frozen=True)
@@ -118,7 +122,6 @@ def _spec_key(app: App) -> bytes | None:
     """This user's launch spec key, or None: without a usable one a recorded session leaves the spec unsigned
     (restore then says why, and asks before it runs it)."""
     from mam.agents import specsign
-    from mam.util.errors import MamError
 
     try:
         return specsign.load_key(app.env)

@@ -11,6 +11,8 @@ from pathlib import Path
 
 from mam.util.errors import MamError
 
+# Deferred imports (inside functions), for start-up: the safe-file helpers load only when skills are installed.
+
 DEFAULT_DEST = Path(".agents") / "skills"
 
 

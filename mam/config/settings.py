@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from mam.util.errors import MamError
+
 DEFAULT_TIMEOUT = 10.0
 DEFAULT_MAX_OUTPUT = 16 * 1024 * 1024  # bytes of one backend call's answer (mam.calls.runner)
 MAX_OUTPUT_BOUNDS = (4096, 1024 ** 3)
@@ -12,7 +14,6 @@ MAX_OUTPUT_BOUNDS = (4096, 1024 ** 3)
 
 def max_output_from_env(env: Mapping[str, str]) -> int:
     """$MAM_MAX_OUTPUT: bytes, or with a K, M or G suffix (KiB, MiB, GiB); a usage error when out of bounds."""
-    from mam.util.errors import MamError
 
     raw = env.get("MAM_MAX_OUTPUT")
     if raw is None or raw == "":
@@ -28,8 +29,6 @@ def max_output_from_env(env: Mapping[str, str]) -> int:
 
 
 def timeout_from_env(env: Mapping[str, str], var: str = "MAM_TIMEOUT", default: float = DEFAULT_TIMEOUT) -> float:
-    from mam.util.errors import MamError
-
     raw = env.get(var)
     if raw is None or raw == "":
         return default

@@ -13,6 +13,8 @@ from mam.util.names import is_valid_name
 from mam.util.quote import shown
 from mam.util.safefile import read_text
 
+# Deferred imports (inside functions), for start-up: the YAML reader (PyYAML) loads only when a config file is there.
+
 DEFAULT_BACKEND = "herdr"
 # First match wins (docs/cli.md).
 WORKSPACE_VARIABLES = ("MAM_WORKSPACE", "WORKSPACE_ROOT", "CLAUDE_PROJECT_DIR")

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from mam.hooks.common import Change, KindFile
 
+# Deferred imports (inside functions), for start-up: each kind's hook module loads only when the kinds are listed.
+
 # Kinds mam knows that have no hook configuration a command can be put in, and what they have instead.
 WITHOUT_HOOKS = {
     "opencode": "OpenCode's hooks are JavaScript plugins, not commands in its settings",

@@ -10,6 +10,9 @@ from pathlib import Path
 
 from mam.util.errors import MamError
 
+# Deferred imports (inside functions), for start-up: the safe-file helpers load only when a hook file is read or
+# written.
+
 PROGRAM = "mam"  # found on the agent's PATH when its hook runs
 BACKUP_SUFFIX = ".mam-backup"
 MAX_FILE = 4 * 1024 * 1024

@@ -20,6 +20,8 @@ from mam.hooks.common import (
 )
 from mam.util.errors import MamError
 
+# Deferred imports (inside functions), for start-up: the kinds' catalog loads only when every kind is meant.
+
 
 def _read(kind: KindFile, env: Mapping[str, str]) -> tuple[str, str | None]:
     path = kind.path(env)

@@ -16,6 +16,9 @@ import os
 import sys
 import time
 
+# Deferred imports (inside functions), for start-up: `mam report` is the hooks' fast path: the safe-file helpers load
+# only when it writes.
+
 STATES = ("working", "blocked", "idle", "done")
 FOLDER = "reports"
 # The variables that name the pane the hook runs in (each multiplexer's marker, e.g. tmux's $TMUX_PANE): taken by

@@ -18,6 +18,9 @@ from mam.util.errors import MamError
 from mam.util.names import SESSION_ID_PATTERN
 from mam.util.quote import shown
 
+# Deferred imports (inside functions), for start-up: the YAML reader (PyYAML) and safe files load only when a
+# workspace overrides the kinds.
+
 RULE_STATES = ("blocked", "working", "idle")  # in rank order: the first state whose rule matches wins
 MAX_LINES = 200
 MAX_FILE_BYTES = 1 << 20

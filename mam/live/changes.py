@@ -14,6 +14,8 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+# Deferred imports (inside functions), for start-up: the rendering helper loads only when a change is put into words.
+
 DEFAULT_ON = ("blocked", "done")
 Key = tuple[str, str, str, str]  # host ("" here), backend, server, name
 

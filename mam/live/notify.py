@@ -22,6 +22,10 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TextIO
 
+from mam.util.errors import MamError
+
+# Deferred imports (inside functions), for start-up: the rendering helper loads only when a notice is shown.
+
 NOTIFY_SEND = "notify-send"
 NOTIFY_TIMEOUT = 5.0  # seconds notify-send may take (a desktop bus that does not answer)
 EXEC_TIMEOUT = 30.0  # seconds the user's command may take per change
@@ -34,7 +38,6 @@ def exec_argv(command: str) -> list[str]:
     unbalanced quoting is bad input."""
     import shlex
 
-    from mam.util.errors import MamError
 
     try:
         argv = shlex.split(command)

@@ -24,6 +24,9 @@ from mam.util.errors import MamError
 from mam.util.names import NAME_PATTERN
 from mam.util.safefile import lock_within, read_text
 
+# Deferred imports (inside functions), for start-up: the YAML reader (PyYAML) loads only for a file not in the form
+# mam writes.
+
 ACTIVE_STATUSES = frozenset({"starting", "running"})
 WRITTEN_STATUSES = ("starting", "running", "stopped", "terminated")  # the words mam writes; a hand edit may add others
 SESSIONS = "sessions"

@@ -14,6 +14,9 @@ import json
 import re
 from typing import Any
 
+# Deferred imports (inside functions), for start-up: the YAML reader (PyYAML) loads only for a file not in the form
+# mam writes.
+
 # The lists whose rows are written one per line.
 ROW_LISTS = ("sessions", "herdr_sessions")
 # Characters that JSON leaves raw but that YAML reads differently or refuses in a stream: C1 controls (U+0085

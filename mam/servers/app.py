@@ -27,6 +27,9 @@ if TYPE_CHECKING:  # pluggy is loaded only by commands that reach a backend
     from mam.kinds.library import Library
     from mam.plugin.manager import Plugins
 
+# Deferred imports (inside functions), for start-up: the plugins, the kind library, routes and shims load only when a
+# command first uses them.
+
 
 START_TIMEOUT_VAR = "MAM_HERDR_START_TIMEOUT"
 

@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from mam.servers.app import App
 
+# Deferred imports (inside functions), for start-up: the name rules load only when a host is given.
+
 
 def checked_host(host: str | None) -> str | None:
     """--host as given (validated: exit 2 for anything ssh could read as an option), "local" for this machine."""

@@ -51,6 +51,8 @@ from mam.plugin.records import (
 )
 from mam.testing.report import BACKEND, REPORT_PLUGIN, KitReport, note
 
+# Deferred imports (inside functions), for start-up: the plugin manager loads only for the tests that ask the hooks.
+
 _JUNK_OUTPUTS = ("", "\x00\x01\x02", "{", "[]", "null", '{"error": 3}', '{"error":{"code":null}}', "é" * 5000,
                  "server_not_running", "warning: no server running", "Traceback (most recent call last):\n  x",
                  '{"error":{"code":"server_not_running"}}\n{"error":{"code":"server_not_running"}}')
