@@ -146,6 +146,34 @@ def test_each_layer_says_its_job_and_what_it_may_import() -> None:
             assert said, f"{source.relative_to(ROOT)}: its docstring says what the layer may import"
 
 
+def deferred_without_a_reason(source: str) -> list[int]:
+    """The lines of imports of mam (or of a backend's own modules) inside a function that say not why: neither a
+    comment on the line or the one above, nor the module's `# Deferred imports ...` line. A deferred import is
+    for start-up only (typer, Textual, a backend's working module, the core a command runs)."""
+    if re.search(r"^# Deferred imports", source, re.MULTILINE):
+        return []
+    lines = source.splitlines()
+    found = []
+    for function in ast.walk(ast.parse(source)):
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for node in ast.walk(function):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            if any(n.split(".")[0] in ("mam", "mam_herdr", "mam_tmux", "mam_zellij") for n in names) and not (
+                    "#" in lines[node.lineno - 1] or lines[node.lineno - 2].strip().startswith("#")):
+                found.append(node.lineno)
+    return sorted(set(found))
+
+
+def test_every_deferred_import_says_why() -> None:
+    wrong = {str(p.relative_to(ROOT)): deferred_without_a_reason(p.read_text(encoding="utf-8"))
+             for p in [*_sources(MAM), *BACKEND_SOURCES]}
+    assert {path: lines for path, lines in wrong.items() if lines} == {}
+    assert deferred_without_a_reason("def f():\n    from mam.calls import runner\n") == [2]
+    assert deferred_without_a_reason("def f():\n    from mam.calls import runner  # start-up\n") == []
+
+
 def test_the_layer_check_sees_a_breach() -> None:
     """The order can fail: up, sideways, inside a function, by any name; and down is fine."""
     assert breaches("mam.util.render", imports_of("from mam.agents.rows import rows_on", "mam.util.render"))
