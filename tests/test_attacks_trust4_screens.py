@@ -20,8 +20,9 @@ import pytest
 
 from conftest import Tmux, Workspace
 from mam.kinds import worker
-from mam.kinds.classify import LOST, Verdict, classify_screen
+from mam.kinds.classify import LOST, Verdict
 from mam.kinds.library import Kind, Library, Rule
+from mam.kinds.reading import read_screen
 
 STANDIN = str(Path(__file__).parent / "agents" / "standin.py")
 # Polynomial, not nested: the load-time check cannot know it; on a line of 1,000 `a`s it runs for years.
@@ -72,14 +73,14 @@ def test_a_runaway_rule_read_off_the_main_thread_ends_at_the_time_limit_and_hold
     monkeypatch.setattr(worker, "_reader", fresh_reader)  # its child ends with the test
     # 300 `a`s: seconds of backtracking (a 1,500-`a` screen is years), which the old code spent holding the GIL.
     library = _library("a.*a.*a.*b")
-    verdict, took, ticks = _in_thread(lambda: classify_screen(library, "slow", "a" * 300 + "\n", budget=0.3), 60)
+    verdict, took, ticks = _in_thread(lambda: read_screen(library, "slow", "a" * 300 + "\n", budget=0.3), 60)
     assert verdict is not None and (verdict.state, verdict.overtime) == ("unknown", "slow.x"), verdict
     assert took < 0.3 + worker.GRACE + worker.START_TIMEOUT, took
     # This thread ran on meanwhile: at least a third of the sleeps it would have had alone.
     assert ticks >= took / 0.02 / 3, (ticks, took)
     # The next screen, an ordinary one, is read by the same child and gets its verdict.
     ok = _library("^ready$")
-    verdict, took, _ = _in_thread(lambda: classify_screen(ok, "slow", "work\nready\n", budget=0.3), 30)
+    verdict, took, _ = _in_thread(lambda: read_screen(ok, "slow", "work\nready\n", budget=0.3), 30)
     assert verdict is not None and (verdict.state, verdict.rule, verdict.line) == ("idle", "slow.x", "ready")
 
 

@@ -139,12 +139,13 @@ def read_capture(library: Library, kinds: tuple[str | None, ...], capture: PaneC
     if capture.dead:
         # Its program has ended: not idle, whatever the last screen shows.
         return unknown("the pane's program has ended", "screen", "pane_dead", capture.dead_status or "exited")
-    from mam.kinds.classify import LOST, classify_screen, clean
+    from mam.kinds.classify import LOST, clean
+    from mam.kinds.reading import read_screen
 
     if capture.text is None:  # the backend's reason may quote its multiplexer: cleaned as a screen line is
         return unknown(clean(capture.unread)[:200] if capture.unread else "the backend gave no screen text")
 
-    verdict = classify_screen(library, kind_of(library, kinds, capture.command), capture.text, budget,
+    verdict = read_screen(library, kind_of(library, kinds, capture.command), capture.text, budget,
                               capture.below_cursor)
     if verdict.overtime == LOST:
         return unknown(f"its screen was not read within {budget:g} s: the process reading it did not answer and "

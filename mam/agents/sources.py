@@ -72,7 +72,7 @@ def read_report(folder: int, name: str) -> Report | None:
 def reports(dot_mam: Path, names: list[str]) -> dict[str, Report]:
     """The reports of `names` in `dot_mam`'s reports folder, opened as `mam report` opens it to write: a linked
     `.mam` or `.mam/reports` holds no report (mam.hooks.report.reports_folder)."""
-    from mam.hooks.report import reports_folder
+    from mam.hooks.report import reports_folder  # start-up: only when there are reports to read
 
     folder = reports_folder(dot_mam)
     if folder is None:
@@ -151,7 +151,7 @@ def title_state(kind: str | None, title: str | None) -> str | None:
     invisible character before a mark neither hides it nor rides along in the evidence)."""
     if not kind or not title or kind not in TITLES:
         return None
-    from mam.kinds.classify import quote
+    from mam.kinds.classify import quote  # start-up: the screen classifier loads only to quote a title
 
     text = quote(title)
     for state, marks, prefix in TITLES[kind]:
@@ -172,7 +172,7 @@ def from_title(kind: str | None, capture: PaneCapture, screen: AgentState, stale
         return None
     if state == "idle" and capture.seen is False:
         state = "done"
-    from mam.kinds.classify import quote
+    from mam.kinds.classify import quote  # start-up: the screen classifier loads only to quote a title
 
     shown = quote(capture.title or "")[:80]  # cleaned as every quoted line is
     return AgentState(state, "title", {"rule": f"{kind}.title", "line": shown,

@@ -35,7 +35,7 @@ SIGNED, UNSIGNED, MISMATCH, NO_KEY = "signed", "unsigned", "mismatch", "no_key"
 def key_path(env: Mapping[str, str]) -> Path:
     """$XDG_CONFIG_HOME/mam/spec.key (an absolute XDG_CONFIG_HOME only, as the XDG spec says), else
     ~/.config/mam/spec.key."""
-    from mam.config.workspace import user_config_dir
+    from mam.config.workspace import user_config_dir  # start-up: only when a spec is signed or checked
 
     return user_config_dir(env) / "spec.key"
 

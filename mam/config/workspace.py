@@ -8,10 +8,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mam.registry.file import REGISTRY_VARIABLE
 from mam.util.errors import MamError
 from mam.util.names import is_valid_name
 from mam.util.quote import shown
-from mam.util.safefile import read_text
+from mam.util.safefile import leads_inside, read_text
 
 # Deferred imports (inside functions), for start-up: the YAML reader (PyYAML) loads only when a config file is there.
 
@@ -20,7 +21,6 @@ DEFAULT_BACKEND = "herdr"
 WORKSPACE_VARIABLES = ("MAM_WORKSPACE", "WORKSPACE_ROOT", "CLAUDE_PROJECT_DIR")
 # The registry file the user named, used instead of `.mam/agent-sessions.yaml` (docs/registry.md): the one way to
 # keep the registry outside the workspace, since a link there is only followed while it stays inside.
-REGISTRY_VARIABLE = "MAM_REGISTRY"
 
 
 @dataclass(frozen=True)
@@ -75,13 +75,6 @@ def find_root(explicit: str | None, env: Mapping[str, str], cwd: Path) -> Path:
         if (candidate / ".mam").is_dir():
             return candidate
     return cwd
-
-
-def leads_inside(path: Path, root: Path) -> bool:
-    """True when `path`, every symbolic link on the way followed (a dangling one to where it points), is `root`
-    or lies below it."""
-    real, base = os.path.realpath(path), os.path.realpath(root)
-    return real == base or real.startswith(base.rstrip(os.sep) + os.sep)
 
 
 def check_dot_mam(root: Path) -> None:

@@ -129,17 +129,13 @@ def classify_screen(library: Library, kind: str | None, text: str, budget: float
     was running as `overtime`. Python's `re` has no time limit of its own, and a pattern can backtrack for hours
     on a line of 40 characters; the library refuses the patterns known to (library.py), and this limit stops
     those it cannot know. The limit is a timer signal, which Python delivers to the main thread only, and `re`
-    holds the GIL while it matches: off the main thread, the screen is read by a child process that applies
-    the same limit on its own main thread, and is killed if it does not answer (mam.kinds.worker)."""
+    holds the GIL while it matches: off the main thread, call mam.kinds.reading.read_screen, which has a child
+    process apply the same limit on its own main thread (mam.kinds.worker)."""
     entry = library.kinds.get(kind) if kind else None
     if entry is None:
         entry = library.kinds.get(GENERIC)
     if entry is None or not entry.rules:
         return UNKNOWN
-    if budget is not None and not _on_main_thread():
-        from mam.kinds.worker import reader
-
-        return reader().classify(library, kind, text, budget, below_cursor)
     running: list[str] = []
     try:
         with _time_limit(budget):
@@ -183,12 +179,6 @@ def cursor_block(rows: list[str], below_cursor: int | None) -> list[str]:
     while top > 0 and rows[top - 1].strip():
         top -= 1
     return rows[top:at + 1] if at >= 0 else []
-
-
-def _on_main_thread() -> bool:
-    import threading
-
-    return threading.current_thread() is threading.main_thread()
 
 
 class _Overtime(Exception):

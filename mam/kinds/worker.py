@@ -42,7 +42,7 @@ _CHILD = "import sys; sys.path.insert(0, sys.argv[1]); from mam.kinds.worker imp
 
 
 def _mam_root() -> str:
-    import mam
+    import mam  # only to find mam's own folder for the child's sys.path
 
     return os.path.dirname(os.path.dirname(os.path.abspath(mam.__file__)))
 
@@ -203,7 +203,7 @@ def stop() -> None:
 def serve(source: BinaryIO | None = None, sink: BinaryIO | None = None) -> None:
     """Read screens until the input ends: a ("library", digest, pickled Library) frame gives rules, a ("read", digest,
     kind, text, budget, below_cursor) frame asks for one verdict, answered as one JSON frame."""
-    from mam.kinds.classify import classify_screen, time_limits
+    from mam.kinds.classify import classify_screen, time_limits  # in the child only
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C meant for the caller: it ends this child
     source = source or sys.stdin.buffer

@@ -22,7 +22,10 @@ import mam.registry.text as registry_text
 from mam.util import quote
 from mam.util.errors import MamError
 from mam.util.names import NAME_PATTERN
-from mam.util.safefile import lock_within, read_text
+from mam.util.safefile import leads_inside, lock_within, read_text
+
+# The variable that names a registry file outside the workspace (docs/registry.md): its links are followed.
+REGISTRY_VARIABLE = "MAM_REGISTRY"
 
 # Deferred imports (inside functions), for start-up: the YAML reader (PyYAML) loads only for a file not in the form
 # mam writes.
@@ -319,8 +322,6 @@ def _confine(path: Path, within: Path | None) -> None:
     restores what such rows name."""
     if within is None:
         return
-    from mam.config.workspace import REGISTRY_VARIABLE, leads_inside
-
     if leads_inside(path, within):
         return
     target = quote.shown(os.path.realpath(path), 200, quote="repr", cut="inside")

@@ -143,3 +143,10 @@ def replace_in(folder_fd: int, name: str, data: bytes, mode: int) -> None:
         except OSError:
             pass
         raise
+
+
+def leads_inside(path: Path, root: Path) -> bool:
+    """True when `path`, every symbolic link on the way followed (a dangling one to where it points), is `root`
+    or lies below it."""
+    real, base = os.path.realpath(path), os.path.realpath(root)
+    return real == base or real.startswith(base.rstrip(os.sep) + os.sep)
