@@ -333,7 +333,8 @@ def main() -> None:
     result = measure(args.servers, args.agents, args.minutes, args.runs, args.every, args.skip_status, view_args)
     print(section(result, args.note))
     if args.write:
-        write_section(HEADING, section(result, args.note), "top_idle", result)
+        kept = {key: value for key, value in result.items() if key != "screen"}  # the samples, not the view's text
+        write_section(HEADING, section(result, args.note), "top_idle", kept)
 
 
 if __name__ == "__main__":
