@@ -39,3 +39,22 @@ def test_the_benchmarks_run_and_mark_every_target(tmp_path: Path) -> None:
     for section in ("## Start-up", "## tmux", "## herdr", "## Registry at scale", "Where the time goes",
                     "## Agent state"):
         assert section in report
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
+def test_the_top_benchmark_runs_the_view_in_a_terminal_and_leaves_nothing_behind(tmp_path: Path) -> None:
+    """bench/top_idle.py in small (2 servers of 2 agents, the view watched for 6 s): it reports, and the tmux
+    servers and the view it started are gone after it."""
+    env = clean_environ()
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "/usr/bin:/bin")])
+    env["HOME"] = str(tmp_path / "home")
+    (tmp_path / "home").mkdir()
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "top_idle.py"), "--servers", "2", "--agents", "2",
+                           "--minutes", "0.1", "--every", "1", "--runs", "1"], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert "## mam top at scale: 4 agents on 2 tmux servers" in proc.stdout
+    assert "| CPU of the view (% of one core, every thread) |" in proc.stdout
+    assert "`mam --backend tmux status --json`, a whole process" in proc.stdout
+    left = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, timeout=30).stdout
+    assert "sleep 2147483647" not in left and "-L view -f /dev/null" not in left

@@ -8,7 +8,7 @@ from typing import Any
 
 from mam.agents.rows import session_entry
 from mam.plugin.records import AGENT_STATES, AgentState, ServerOutcome, ServerState
-from mam.registry import Row
+from mam.registry import Registry, Row
 from mam.servers.app import App
 from mam.servers.availability import resolve_explicit_backend
 from mam.servers.fanout import ServerKey, call_context, listed_order, outcomes_for
@@ -51,15 +51,16 @@ def parse_state_filter(values: Sequence[str], option: str = "--state") -> frozen
 
 def status_document(app: App, servers: Sequence[str] = (), *, with_state: bool = True,
                     only_states: frozenset[str] = frozenset(), names: Sequence[str] = (),
-                    host: str | None = None) -> dict[str, Any]:
+                    host: str | None = None, registry: Registry | None = None) -> dict[str, Any]:
     """The status document. `with_state` reads each live agent's state in the same fan-out as the listing;
     `only_states` keeps the sessions in those states; `names` keeps those rows only (mam wait); `host` keeps
-    the rows of that host (and asks `servers` there)."""
+    the rows of that host (and asks `servers` there). `registry`: the workspace's registry as already read
+    (mam top reads it once for all its servers' calls), else read here."""
     for server in servers:
         check_name(server, "server name")
     host = checked_host(host)
     explicit = resolve_explicit_backend(app)
-    reg = app.load_registry()
+    reg = registry if registry is not None else app.load_registry()
     rows = [r for r in reg.rows if explicit is None or r.backend == explicit]
     if servers:
         rows = [r for r in rows if r.server in servers]

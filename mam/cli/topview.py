@@ -27,16 +27,19 @@ from mam.live.topmodel import (
     Poller,
     ServerLine,
     TopRow,
+    ago,
     as_sessions,
     columns_for,
     filtered,
     fingerprint,
+    redraw_at,
     widths_for,
 )
 from mam.util.errors import MamError
 from mam.util.render import visible
 
 TICK = 0.25  # seconds between two looks at the poller (cheap: a snapshot under a lock)
+AGES = ("age", "for")  # the columns that change with time alone
 STYLES = {"blocked": "bold red", "done": "green", "working": "yellow", "idle": "cyan", "unknown": "dim"}
 KEYS = [("Enter", "attach to the agent's pane (back here when you detach)"),
         ("p", "peek: the last lines of its screen"),
@@ -163,12 +166,17 @@ class TopApp(App[None]):
         self.lines: list[ServerLine] = []
         self._layout: dict[str, int] = {}
         self._drawn_keys: list[str] = []  # the rows in the table, top to bottom, and their cells
-        self._drawn: dict[str, dict[str, tuple[str, str]]] = {}  # Text's == ignores its style: compare both
+        self._drawn: dict[str, list[tuple[str, str]]] = {}  # (text, style): Text's == ignores its style
+        self._fixed: dict[TopRow, dict[str, tuple[str, str]]] = {}  # each row's cells but its ages
+        self._shown: dict[str, str] = {}  # what the title and the server lines show
         self._next_refresh = 0.0
         self._seen_version = -1
         self._last_print: Any = None
         self._refreshed_at: float | None = None
-        self._drawn_at = 0.0
+        self._titled_at = 0.0
+        self._due = 0.0  # when the table must be drawn again for its ages (time.time()), nothing else changing
+        self._counts = (0, 0, 0)  # agents shown, agents, agents blocked: the title's
+        self._drawn_scroll = 0.0  # the table's scroll offset as last drawn
 
     def compose(self) -> ComposeResult:
         yield Static(id="title")
@@ -178,23 +186,29 @@ class TopApp(App[None]):
         yield Static(Text("? keys  q quit"), id="said")
 
     def on_mount(self) -> None:
-        self.query_one(DataTable).focus()
+        self.table = self.query_one(DataTable)  # kept: a modal screen or the view's end hides it from queries
+        self.table.focus()
         self.set_interval(TICK, self.tick)
         self.tick()
 
-    # The refresh loop: ask when the pacer says so, draw when an answer came (or once a second, for the ages).
+    # The refresh loop: ask when the pacer says so, draw when an answer came or when an age shown changes (the
+    # title's "refreshed Ns ago" alone once a second): at 1,000 rows a draw is work, and after the first minute
+    # the ages change once a minute.
 
     def tick(self) -> None:
         now = time.monotonic()
         if now >= self._next_refresh:
             rows, lines = self.poller.snapshot()
-            changed = fingerprint(rows, lines) != self._last_print
-            self._last_print = fingerprint(rows, lines)
-            self._next_refresh = now + self.pacer.next(changed)
+            mark = fingerprint(rows, lines)
+            changed, self._last_print = mark != self._last_print, mark
+            self._next_refresh = now + self.pacer.next(changed, self.poller.spent())
             self._refresh_servers()
-        if self.poller.version != self._seen_version or now - self._drawn_at >= 1.0:
+        scrolled = self.table.scroll_offset.y != self._drawn_scroll  # rows whose ages wait to be drawn
+        if self.poller.version != self._seen_version or time.time() >= self._due or scrolled:
             self._seen_version = self.poller.version
             self.draw()
+        elif now - self._titled_at >= 1.0:
+            self._title()
 
     @work(thread=True, group="refresh")
     def _refresh_servers(self) -> None:
@@ -210,7 +224,6 @@ class TopApp(App[None]):
         self._next_refresh = 0.0
 
     def draw(self) -> None:
-        self._drawn_at = time.monotonic()
         now = time.time()
         self.rows, self.lines = self.poller.snapshot()
         if self.announcer is not None:
@@ -225,37 +238,72 @@ class TopApp(App[None]):
         table: DataTable[Any] = self.query_one(DataTable)
         columns = columns_for(self.size.width)
         selected = self.selected()
+        drawn = self._plain_cells(shown, columns, now)
         with self.batch_update():
-            widths = widths_for(self.size.width, columns, shown, now)
+            longest = {c: max([0, *(len(cells[i][0]) for cells in drawn.values())]) for i, c in enumerate(columns)}
+            widths = widths_for(self.size.width, columns, longest)
             if widths != self._layout:  # a resize, or a longer name: the columns again, in the same frame
                 table.clear(columns=True)
                 for column in columns:
                     table.add_column(HEADERS[column], key=column, width=widths[column])
                 self._layout = widths
                 self._drawn_keys = []  # new columns: every row again
-            drawn = {_key_of(row): self._cells(row, columns, now) for row in shown}
+            first, last = self._on_screen(table)
             if list(drawn) == self._drawn_keys and table.row_count == len(drawn):
-                # The same rows in the same order: only the cells that changed are rewritten, in place.
-                for key, cells in drawn.items():
-                    for column, cell in zip(columns, cells, strict=True):
-                        if self._drawn.get(key, {}).get(column) != (cell.plain, str(cell.style)):
-                            table.update_cell(key, column, cell)
+                # The same rows in the same order: only the cells that changed are rewritten, in place; the ages
+                # of the rows off screen when they scroll into view (any cell rewritten redraws the whole
+                # screenful of the table, and a thousand rows' ages turn at a thousand moments).
+                for index, (key, cells) in enumerate(drawn.items()):
+                    before = self._drawn.get(key)
+                    for i, (column, cell) in enumerate(zip(columns, cells, strict=True)):
+                        if before is not None and before[i] != cell and column in AGES and not first <= index < last:
+                            cells[i] = before[i]  # as the table still shows it
+                        elif before is None or before[i] != cell:
+                            table.update_cell(key, column, Text(cell[0], style=cell[1]))
             else:
                 table.clear()
                 for key, cells in drawn.items():
-                    table.add_row(*cells, key=key)
+                    table.add_row(*(Text(text, style=style) for text, style in cells), key=key)
                 if selected is not None and selected in [r.key for r in shown]:
                     table.move_cursor(row=[r.key for r in shown].index(selected), animate=False)
             self._drawn_keys = list(drawn)
-            self._drawn = {key: {c: (cell.plain, str(cell.style)) for c, cell in zip(columns, cells, strict=True)}
-                           for key, cells in drawn.items()}
-            blocked = sum(r.state == "blocked" for r in self.rows)
-            seen = f"refreshed {int(now - self._refreshed_at)}s ago" if self._refreshed_at else "asking the servers"
-            flt = f"  filter: {self.query_text}" if self.query_text else ""
-            self.query_one("#title", Static).update(Text(visible(
-                f"mam top  {len(shown)}/{len(self.rows)} agents, {blocked} blocked  {seen}, every "
-                f"{self.pacer.interval:.1f}s{flt}")))
-            self.query_one("#servers", Static).update(Text("\n".join(visible(line.text(now)) for line in self.lines)))
+            self._drawn = drawn
+            self._counts = (len(shown), len(self.rows), sum(r.state == "blocked" for r in self.rows))
+            self._title()
+            self._show("#servers", "\n".join(visible(line.text(now)) for line in self.lines))
+            self._drawn_scroll = table.scroll_offset.y
+            self._due = self._next_due(shown[first:last], columns, now)
+
+    def _on_screen(self, table: DataTable[Any]) -> tuple[int, int]:
+        """The rows the table shows (a row each line), with one more either side."""
+        top = int(table.scroll_offset.y)
+        return max(0, top - 1), top + table.size.height + 1
+
+    def _next_due(self, on_screen: list[TopRow], columns: list[str], now: float) -> float:
+        """When the table shows something else with no new answer: the next second while a server line or a
+        reason counts seconds (a server not answering, last seen ...) or a call is out (it may become one),
+        else when an age on screen turns (topmodel.redraw_at)."""
+        if self.lines or self.poller.busy() or any(r.stale or r.live == "unknown" for r in on_screen):
+            return now + 1.0
+        ages = [r.said_at for r in on_screen] if "age" in columns else []
+        ages += [r.since for r in on_screen] if "for" in columns else []
+        return redraw_at(ages, now)
+
+    def _title(self) -> None:
+        self._titled_at = time.monotonic()
+        shown, rows, blocked = self._counts
+        seen = f"refreshed {int(time.time() - self._refreshed_at)}s ago" if self._refreshed_at else "asking the servers"
+        flt = f"  filter: {self.query_text}" if self.query_text else ""
+        self._show("#title", visible(f"mam top  {shown}/{rows} agents, {blocked} blocked  {seen}, "
+                                     f"every {self.pacer.interval:.1f}s{flt}"), layout=False)
+
+    def _show(self, widget: str, text: str, layout: bool = True) -> None:
+        """`text` into a line of the view when it is new: each update lays the screen out again and redraws it,
+        which once a second with nothing new was a quarter of what an idle view cost. The title is one line
+        high whatever it says (no layout); the server lines may grow."""
+        if self._shown.get(widget) != text:
+            self._shown[widget] = text
+            self.query_one(widget, Static).update(Text(text), layout=layout)
 
     @work(thread=True, group="announce")
     def _announce(self, changes: list[dict[str, Any]]) -> None:
@@ -277,11 +325,26 @@ class TopApp(App[None]):
         if worker is not None:
             worker.stop()  # the process that read the screens for the poller's threads ends with the view
 
+    def _plain_cells(self, rows: list[TopRow], columns: list[str], now: float) -> dict[str, list[tuple[str, str]]]:
+        """Each row's cells as (text, style), by row key. A row's cells other than its ages change only with
+        the row, so they are kept from the last draw for each row that is the same: at 1,000 rows the draw
+        once a second made every cell anew (9,000 of them) and was most of what an idle view cost."""
+        kept: dict[TopRow, dict[str, tuple[str, str]]] = {}
+        out = {}
+        for row in rows:
+            fixed = kept[row] = self._fixed.get(row) or self._fixed_cells(row)
+            ages = "dim" if row.stale else ""
+            out[_key_of(row)] = [(ago(row.said_at, now), ages) if c == "age" else (ago(row.since, now), ages)
+                                 if c == "for" else fixed[c] for c in columns]
+        self._fixed = kept  # the rows of this draw only: the cache never outgrows the table
+        return out
+
     @staticmethod
-    def _cells(row: TopRow, columns: list[str], now: float) -> list[Text]:
-        cells = row.cells(now)
+    def _fixed_cells(row: TopRow) -> dict[str, tuple[str, str]]:
+        cells = row.cells(0.0)
         style = "dim" if row.stale else STYLES.get(row.state, "")
-        return [Text(visible(cells[c]), style=style if c == "state" else ("dim" if row.stale else "")) for c in columns]
+        return {c: (visible(cells[c]), style if c == "state" else ("dim" if row.stale else "")) for c in cells
+                if c not in AGES}
 
     def selected(self) -> tuple[str, str, str, str] | None:
         table: DataTable[Any] = self.query_one(DataTable)
@@ -382,6 +445,9 @@ class TopApp(App[None]):
         self.call_from_thread(self.say, f"peek {row.name}: {len(lines)} lines")
         self.call_from_thread(self.push_screen, Pager(visible(f"{row.name}: the last lines of its screen"),
                                                       [visible(line) for line in lines]))
+
+    def on_resize(self, event: Any) -> None:
+        self._due = 0.0  # the columns that fit the new width, at the next tick
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         row = self.selected_row()

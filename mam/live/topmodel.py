@@ -4,10 +4,12 @@ slow or hung one never holds up the others (nor the screen, which only ever read
 
 from __future__ import annotations
 
+import math
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from mam.util.render import why
@@ -88,6 +90,28 @@ def ago(then: float | None, now: float) -> str:
     return f"{seconds}s"
 
 
+def turns_at(then: float | None, now: float) -> float:
+    """When `ago(then, ...)` next shows another text (the next second, minute, hour or day); inf for "-"."""
+    if then is None:
+        return math.inf
+    seconds = max(0, int(now - then))
+    size = next((size for size in (86400, 3600, 60) if seconds >= size), 1)
+    return then + (seconds // size + 1) * size
+
+
+def redraw_at(ages: Iterable[float | None], now: float, batch: float = 10.0) -> float:
+    """When the ages shown (`then`s, as `ago` takes them) next need a draw: an age in seconds when it turns; one
+    in minutes or more at the next `batch`-second mark after it turns (shown up to `batch` s late, so that the
+    ages of a screenful of rows, each turning once a minute at its own moment, cost a few draws a minute, not
+    one a second); never sooner than a second from `now`; inf when none will change."""
+    due = math.inf
+    for then in ages:
+        if then is not None:
+            at = turns_at(then, now)
+            due = min(due, at if now - then < 60 else math.ceil(at / batch) * batch)
+    return max(now + 1.0, due)
+
+
 def rank(row: TopRow) -> tuple[int, str, str, str, str]:
     place = FIRST_STATES.index(row.state) if row.state in FIRST_STATES else len(FIRST_STATES)
     return (place, row.name, row.backend, row.server, row.host)
@@ -105,7 +129,7 @@ def matches(row: TopRow, query: str) -> bool:
 
 
 def filtered(rows: Iterable[TopRow], query: str) -> list[TopRow]:
-    return [row for row in rows if matches(row, query)]
+    return [row for row in rows if matches(row, query)] if query.split() else list(rows)
 
 
 def columns_for(width: int) -> list[str]:
@@ -118,27 +142,33 @@ def columns_for(width: int) -> list[str]:
     return shown
 
 
-def widths_for(width: int, shown: Sequence[str], rows: Sequence[TopRow], now: float) -> dict[str, int]:
-    """Each shown column's width: as wide as its longest cell or header, at most its WIDTHS; the reason gets
-    the room left (after each column's padding and a scroll bar), at least MIN_WHY."""
-    cells = [row.cells(now) for row in rows]
-    widths = {c: min(WIDTHS[c], max([len(HEADERS[c]), *(len(cell[c]) for cell in cells)]) + 1) for c in shown
+def widths_for(width: int, shown: Sequence[str], longest: Mapping[str, int]) -> dict[str, int]:
+    """Each shown column's width: as wide as its longest cell (`longest`, by column) or header, at most its
+    WIDTHS; the reason gets the room left (after each column's padding and a scroll bar), at least MIN_WHY."""
+    widths = {c: min(WIDTHS[c], max(len(HEADERS[c]), longest.get(c, 0)) + 1) for c in shown
               if c != "why"}  # + 1: a gap after the longest, which the table's own padding does not always leave
     if "why" in shown:
         widths["why"] = max(MIN_WHY, width - sum(w + 2 for w in widths.values()) - 4)
     return widths
 
 
+SHARE = 0.025  # of one core: what asking the servers may cost while nothing changes
+
+
 class Pacer:
     """How long to wait before the next refresh: `base` after a change, `factor` longer after each refresh that
-    changed nothing, at most `most`. A key press brings it back to `base`."""
+    changed nothing, at most `most`, or at most `cost / share` when that is longer (`cost`: the CPU seconds the
+    last refresh took, the view's and its clients'), so that an idle view's asking stays within `share` of one
+    core however large the fleet (at 1,000 agents a refresh costs about half a second). A key press brings it
+    back to `base`."""
 
-    def __init__(self, base: float = 1.0, most: float = 8.0, factor: float = 1.5) -> None:
-        self.base, self.most, self.factor = base, most, factor
+    def __init__(self, base: float = 1.0, most: float = 8.0, factor: float = 1.5, share: float = SHARE) -> None:
+        self.base, self.most, self.factor, self.share = base, most, factor, share
         self.interval = base
 
-    def next(self, changed: bool) -> float:
-        self.interval = self.base if changed else min(self.most, self.interval * self.factor)
+    def next(self, changed: bool, cost: float = 0.0) -> float:
+        most = max(self.most, cost / self.share)
+        self.interval = self.base if changed else min(most, self.interval * self.factor)
         return self.interval
 
     def reset(self) -> None:
@@ -174,6 +204,14 @@ class Poller:
         self._rows: list[Mapping[str, Any]] = []
         self.version = 0  # bumped on every answer, so the view knows when to redraw
         self.calls = 0  # fetches started, for the benchmark
+        self._spent = 0.0  # CPU seconds the calls took in their own threads since the last refresh began
+        self._children = _children_cpu()  # the CPU of the programs they ran, as of then
+
+    def spent(self) -> float:
+        """CPU seconds asking has cost since the last refresh began: the calls' own threads, and the programs they
+        ran (a tmux client per listing and per capture), which the machine pays as well."""
+        with self._lock:
+            return self._spent + max(0.0, _children_cpu() - self._children)
 
     def refresh(self) -> int:
         """Start a call for each group with none in flight; return how many were started."""
@@ -182,6 +220,12 @@ class Poller:
         started = []
         with self._lock:
             self._rows = rows
+            self._spent, self._children = 0.0, _children_cpu()
+            # Nothing kept of a server or an agent that left the registry (a call still in flight ends first).
+            for gone in [g for g, a in self._asked.items() if g not in groups and a.started is None]:
+                del self._asked[gone]
+            keys = {(str(r["backend"]), str(r["server"]), str(r.get("host") or ""), str(r["name"])) for r in rows}
+            self._since = {key: seen for key, seen in self._since.items() if key in keys}
             for group in sorted(groups):
                 asked = self._asked.setdefault(group, _Asked())
                 if asked.started is None:
@@ -200,12 +244,14 @@ class Poller:
     def _ask(self, group: Group) -> None:
         doc: Mapping[str, Any] | None = None
         error = None
+        begun = time.thread_time()
         try:
             doc = self.fetch(group)
         except Exception as exc:  # one group's failure is its own line, never the end of the view
             error = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
         now = self.clock()
         with self._lock:
+            self._spent += time.thread_time() - begun
             asked = self._asked[group]
             asked.started = None
             asked.answered = now
@@ -222,7 +268,8 @@ class Poller:
         now = self.clock()
         with self._lock:
             rows = list(self._rows)
-            asked = {g: replace(a, up=dict(a.up)) for g, a in self._asked.items()}
+            # Copied field by field: dataclasses.replace, once per server a second, was a tenth of an idle view.
+            asked = {g: _Asked(a.started, a.doc, a.answered, a.error, dict(a.up)) for g, a in self._asked.items()}
         sessions: dict[tuple[str, str, str, str], Mapping[str, Any]] = {}
         lines: list[ServerLine] = []
         hung: set[Group] = set()
@@ -280,6 +327,12 @@ class Poller:
             if seen is None or seen[0] != state:
                 self._since[key] = seen = (state, at)
             return seen[1]
+
+
+def _children_cpu() -> float:
+    """CPU seconds of this process's ended children (its tmux clients, once waited for)."""
+    times = os.times()
+    return times.children_user + times.children_system
 
 
 def fingerprint(rows: Sequence[TopRow], lines: Sequence[ServerLine]) -> tuple[Any, ...]:
