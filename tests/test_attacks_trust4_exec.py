@@ -209,5 +209,6 @@ def test_watch_exec_keeps_reading_runs_in_order_and_drops_the_oldest(ws: Workspa
     assert drops and "(1 dropped so far" in drops[0] and f"at most {EXEC_QUEUE} changes wait" in drops[0], stderr
     assert "not run (the watch ended)" in stderr, stderr
     pids = started.read_text().split()
-    assert len(pids) == len(done) + 1  # the last one began and never ended
+    # The run in progress at Ctrl-C, if one was (under load the last may have ended just before), never ended.
+    assert len(pids) in (len(done), len(done) + 1), (pids, len(done))
     assert not alive(pids[-1])
