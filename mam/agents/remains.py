@@ -88,9 +88,17 @@ def _when(epoch: object) -> str | None:
 
 
 def current_end(raw: Mapping[str, Any]) -> bool:
-    """Whether the row's recorded end is of its agent's last run: written after its last restore, if any."""
+    """Whether the row's recorded end is of its agent's last run: at or after its last restore, if any (the
+    backend's time of an end has whole seconds, as the registry's times)."""
     ended_at, restored_at = raw.get("ended_at"), raw.get("restored_at")
-    return restored_at is None or (isinstance(ended_at, str) and ended_at > str(restored_at))
+    return restored_at is None or (isinstance(ended_at, str) and ended_at >= str(restored_at))
+
+
+def recorded_end(raw: Mapping[str, Any]) -> bool:
+    """Whether the row already records how its agent's last run ended (reconcile or restore wrote it, its
+    `--env` values hidden as they were then): its backend need not be asked again."""
+    known = any(isinstance(raw.get(k), int) for k in ("exit_status", "exit_signal"))
+    return known and current_end(raw)
 
 
 def end_of(raw: Mapping[str, Any], live: str, fresh: Mapping[str, Any] | None = None) -> tuple[str | None, str | None]:

@@ -87,9 +87,12 @@ def listed_agent(app: App, row: Row, outcome: ServerOutcome, verb: str) -> Agent
 
 def fresh_ends(app: App, rows: list[Row]) -> dict[RowKey, dict[str, Any]]:
     """What the backends keep now of the ended agents of `rows` (their servers up, the agents not listed), as row
-    fields (mam.agents.remains.row_fields): one question per server."""
+    fields (mam.agents.remains.row_fields): one question per server. A row that already records its agent's end
+    is not asked about: that end is the same, and was written with the values of its `--env` variables hidden,
+    which this command may not know."""
     from mam.agents import remains
 
+    rows = [row for row in rows if not remains.recorded_end(row.raw)]
     if not rows:
         return {}
     now = timestamp()
