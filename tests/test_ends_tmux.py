@@ -107,6 +107,10 @@ def test_each_end_shows_in_status_peek_wait_and_restore(ws: Workspace, tmux: Tmu
     assert "stp" not in steps or steps["stp"]["outcome"] == "skipped"
     assert not {"run1", "run2"} & {n for n, s in steps.items() if s["outcome"] == "would_restore"}
 
+    tmux.run(fleet, "kill-server")  # the agents that ran die with their server: lost; the stopped one stays so
+    ends = {s["name"]: s["end"] for s in ws.mam_json("status")["sessions"]}
+    assert ends["run1"] == ends["run2"] == "lost" and ends["stp"] == "stopped"
+
 
 def test_reconcile_restore_never_starts_a_finished_agent_again(ws: Workspace, tmux: Tmux) -> None:
     """`reconcile --apply --restore` writes the end to the row, and the restore after it leaves what finished."""
