@@ -55,7 +55,8 @@ def test_status_reports_stopped_session_down_and_never_starts_it(ws: Workspace) 
                                          "host": None, "status": "running", "live": "alive", "agent": "claude",
                                          "cwd": "/repo", "pane_id": "w1:p2", "restore_count": 0,
                                          "restored_at": None, "crash_loop": False, "exit_status": None,
-                                         "exit_signal": None, "last_output": [], "state": "idle",
+                                         "exit_signal": None, "last_output": [], "end": None,
+                                         "ended_at": None, "state": "idle",
                                          "state_source": "backend",
                                          "evidence": {"field": "agent_status", "value": "idle"},
                                          "state_age": None}

@@ -174,7 +174,10 @@ def test_tmux_reads_a_failed_panes_status_and_last_lines_and_only_of_the_names_a
         time.sleep(0.05)
     ctx = CallContext(timeout=10, env=tmux.env)
     found = TmuxBackend().agent_remains(server, ("dies", "lives", "ghost"), ctx)
-    assert found == {"dies": Remains(exit_status=5, exit_signal=None, lines=("one", "two"))}
+    assert set(found) == {"dies"}
+    ended_at = found["dies"].ended_at  # tmux's pane_dead_time: when the program ended, in whole seconds
+    assert ended_at is not None and abs(ended_at - time.time()) < 30
+    assert found == {"dies": Remains(exit_status=5, exit_signal=None, lines=("one", "two"), ended_at=ended_at)}
     assert TmuxBackend().agent_remains(tmux.name(), ("dies",), ctx) == {}  # a server that is not there keeps none
 
 

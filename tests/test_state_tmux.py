@@ -131,7 +131,10 @@ def test_a_dead_pane_is_not_idle(ws: Workspace, tmux: Tmux) -> None:
     assert "Pane is dead" in screen(tmux, server, "gone") or tmux.run(
         server, "list-panes", "-t", "gone", "-F", "#{pane_dead}").stdout.strip() == "1"
     assert sessions["gone"]["state"] == "unknown"  # its last screen still shows the prompt: not idle
-    assert sessions["gone"]["evidence"]["fact"].startswith("not running")
+    # How it ended, from the pane tmux keeps: SIGTERM kills it, or its program exits 143 on it.
+    end = sessions["gone"]["end"]
+    assert end in ("failed", "killed")
+    assert sessions["gone"]["evidence"]["fact"].startswith(f"{end}: gone ")
 
 
 def test_a_user_rule_wins_over_the_shipped_one(ws: Workspace, tmux: Tmux) -> None:

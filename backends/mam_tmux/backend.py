@@ -69,8 +69,8 @@ _PANE_ID = re.compile(r"%[0-9]+")
 # Every pane of the server, for the remains of ended agents: its session's name and the agent's own pane
 # (@mam_pane) escaped, then how the pane ended.
 REMAINS_FORMAT = SEP.join([_escaped("session_name"), "#{pane_id}", "#{pane_dead}", "#{pane_dead_status}",
-                           "#{pane_dead_signal}", _escaped("@mam_pane")])
-_REMAINS_RECORD = re.compile(rf"{_TEXT}{SEP}(%[0-9]+){SEP}([01]){SEP}([0-9]*){SEP}([0-9]*){SEP}{_TEXT}\n")
+                           "#{pane_dead_signal}", "#{pane_dead_time}", _escaped("@mam_pane")])
+_REMAINS_RECORD = re.compile(rf"{_TEXT}{SEP}(%[0-9]+){SEP}([01]){SEP}([0-9]*){SEP}([0-9]*){SEP}([0-9]*){SEP}{_TEXT}\n")
 REMAINS_LINES = 20  # the last lines of an ended pane that are kept
 _DEAD_LINE = re.compile(r"Pane is dead \((?:status (?P<status>[0-9]+)|signal (?P<signal>[0-9]+))[,)]")
 REMAINS_HISTORY = "-200"  # how far back in its history capture-pane looks for them
@@ -546,51 +546,40 @@ class TmuxBackend:
 
     def _watch(self, server: str, pane_id: str, ctx: CallContext) -> str | None:
         """Why the new agent ended within EXIT_WINDOW, or None when it still runs (or tmux could not tell: the
-        core's listing decides then). Afterwards remain-on-exit is the server's, or `failed` where that is `off`:
-        an agent that ends well closes its session, as any tmux session does; one that fails leaves its dead pane
-        for agent_remains."""
+        core's listing decides then). Its window keeps `remain-on-exit on` afterwards, whatever the server's
+        value: every ended agent's pane stays, dead, with its exit status or signal, its time and its last lines,
+        so that mam can tell one that finished (status 0) from one that failed, was killed or was lost; the next
+        spawn or restore of the name, or `mam stop`, closes it."""
         ended = poll_until(lambda: self._ended(server, pane_id, ctx), wait=EXIT_WINDOW, interval=POLL_INTERVAL)
         if ended == "":  # dead: its status comes once tmux has reaped it
             ended = poll_until(lambda: self._ended(server, pane_id, ctx) or None, wait=1.0,
                                interval=POLL_INTERVAL / 5) or "exited at once"
-        if isinstance(ended, str):
-            return ended
-        # The server's own value applies again (a user's `remain-on-exit on` keeps every ended pane); where it is
-        # `off`, `failed`: a pane whose program fails or is killed stays, dead, for agent_remains to read how it
-        # ended and what it printed last, and one that exits 0 closes its session as any does (tmux before 3.3
-        # has no `failed`: the set fails, and the server's `off` stays).
-        shown = self._run(server, ["set-option", "-w", "-u", "-t", pane_id, "remain-on-exit", ";",
-                                   "show-options", "-gwv", "remain-on-exit"], timeout=ctx.timeout, env=ctx.env)
-        if shown.returncode == 0 and shown.stdout.strip() == "off":
-            self._run(server, ["set-option", "-w", "-t", pane_id, "remain-on-exit", "failed"], timeout=ctx.timeout,
-                      env=ctx.env)
-        ended = self._ended(server, pane_id, ctx)  # it may have ended just before the option went
-        return (ended or "exited at once") if isinstance(ended, str) else None
+        return ended if isinstance(ended, str) else None
 
     def agent_remains(self, server: str, names: tuple[str, ...],
                       ctx: CallContext) -> dict[str, Remains] | Failure:
-        """The ended agents of `names` whose pane remain-on-exit keeps (spawn leaves it set to `failed`: a
-        program that exits 0 closes its session as any does): each one's exit status or signal and the last
-        lines of its pane. Reads only; the pane is closed by the next spawn or restore of the name, or stop."""
+        """The ended agents of `names` whose pane remain-on-exit keeps (spawn sets it `on` for the agent's
+        window): each one's exit status or signal, when it ended, and the last lines of its pane. Reads only;
+        the pane is closed by the next spawn or restore of the name, or stop."""
         wanted = set(names)
         listed = self._run(server, ["list-panes", "-a", "-F", REMAINS_FORMAT], timeout=ctx.timeout, env=ctx.env)
         if listed.returncode != 0:
             if _missing_target(listed.stderr) or self._is_down(server, listed.stderr):
                 return {}
             return Failure(self.name, server, listed)
-        panes: dict[str, list[tuple[str, bool, str, str, str]]] = {}
+        panes: dict[str, list[tuple[str, bool, str, str, str, str]]] = {}
         pos = 0
         while (match := _REMAINS_RECORD.match(listed.stdout, pos)) is not None:  # a record that does not parse
             pos = match.end()  # ends the reading: what came before it stands
-            name, pane_id, dead, status, signal, own = match.groups()
+            name, pane_id, dead, status, signal, when, own = match.groups()
             name = _unescape(name)
             if name in wanted:
-                panes.setdefault(name, []).append((pane_id, dead == "1", status, signal, _unescape(own)))
+                panes.setdefault(name, []).append((pane_id, dead == "1", status, signal, _unescape(own), when))
         remains: dict[str, Remains] = {}
         for name, of_session in panes.items():
             own = of_session[0][4]
             pane = next((p for p in of_session if p[0] == own), of_session[0])
-            pane_id, dead, status, signal, _ = pane
+            pane_id, dead, status, signal, _, when = pane
             if not dead:
                 continue
             if not status and not signal:  # dead before tmux reaped it: its status comes a moment later
@@ -605,7 +594,8 @@ class TmuxBackend:
                 status, signal = told["status"] or "", told["signal"] or ""
             lines = [line for line in shown if not line.startswith("Pane is dead")]
             remains[name] = Remains(int(status) if status.isdigit() else None,
-                                    int(signal) if signal.isdigit() else None, tuple(lines[-REMAINS_LINES:]))
+                                    int(signal) if signal.isdigit() else None, tuple(lines[-REMAINS_LINES:]),
+                                    float(when) if when.isdigit() else None)
         return remains
 
     def _dead_status(self, server: str, pane_id: str, ctx: CallContext) -> tuple[str, str]:

@@ -18,6 +18,12 @@ if TYPE_CHECKING:
 LINE_CHARS = 200  # a kept line is cut to this: pane text is anyone's
 KEPT_LINES = 20  # the last lines of an ended pane a row keeps
 FIELDS = ("exit_status", "exit_signal", "last_output", "ended_at")
+# How an agent ended (docs/states.md), null while it runs or when its server could not be asked: finished (its
+# program exited 0), failed (a non-zero status), killed (a signal), stopped (by `mam stop`), lost (gone and no
+# one kept how: its server died with it, or lists it no more and keeps no ended pane of it).
+ENDS = ("finished", "failed", "killed", "stopped", "lost")
+# The ends `restore --all` and `reconcile --apply --restore` start again: never what ended well or was stopped.
+RESTARTED_ENDS = ("failed", "killed", "lost")
 
 
 def read_remains(app: App, rows: Iterable[Row]) -> dict[RowKey, Remains]:
@@ -68,7 +74,58 @@ def row_fields(app: App, row: Row, remains: Remains, now: str) -> dict[str, Any]
     lines = [_shown_line(line, assignments) for line in remains.lines if isinstance(line, str)]
     # What a plugin hands back is checked as the registry checks it: a bad value must not void the write.
     return {"exit_status": _count(remains.exit_status), "exit_signal": _count(remains.exit_signal),
-            "last_output": [line for line in lines if line.strip()][-KEPT_LINES:], "ended_at": now}
+            "last_output": [line for line in lines if line.strip()][-KEPT_LINES:],
+            "ended_at": _when(remains.ended_at) or now}
+
+
+def _when(epoch: object) -> str | None:
+    """The backend's time of the end (seconds since the epoch) as the registry writes times; None when unusable."""
+    from datetime import UTC, datetime
+
+    if not isinstance(epoch, int | float) or isinstance(epoch, bool) or not 0 < epoch < 32503680000:
+        return None
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def current_end(raw: Mapping[str, Any]) -> bool:
+    """Whether the row's recorded end is of its agent's last run: at or after its last restore, if any (the
+    backend's time of an end has whole seconds, as the registry's times)."""
+    ended_at, restored_at = raw.get("ended_at"), raw.get("restored_at")
+    return restored_at is None or (isinstance(ended_at, str) and ended_at >= str(restored_at))
+
+
+def recorded_end(raw: Mapping[str, Any]) -> bool:
+    """Whether the row already records how its agent's last run ended (reconcile or restore wrote it, its
+    `--env` values hidden as they were then): its backend need not be asked again."""
+    known = any(isinstance(raw.get(k), int) for k in ("exit_status", "exit_signal"))
+    return known and current_end(raw)
+
+
+def end_of(raw: Mapping[str, Any], live: str, fresh: Mapping[str, Any] | None = None) -> tuple[str | None, str | None]:
+    """How the row's agent ended (one of ENDS) and when (a registry time, or None when unknown); (None, None)
+    while it runs (`live` is `alive`) or when its server could not be asked and the row knows nothing. `fresh`:
+    the row fields (`row_fields`) of what its backend keeps of it now, which come before what the row recorded."""
+    if live == "alive":
+        return None, None
+    stop = raw.get("stop_requested_at")
+    if stop is not None or raw.get("status") == "stopped":
+        return "stopped", stop if isinstance(stop, str) else _str(raw.get("ended_at"))
+    facts = fresh if fresh else (raw if current_end(raw) else {})
+    status, signal = facts.get("exit_status"), facts.get("exit_signal")
+    when = _str(facts.get("ended_at"))
+    if isinstance(status, int) and not isinstance(status, bool):
+        return ("finished" if status == 0 else "failed"), when
+    if isinstance(signal, int) and not isinstance(signal, bool):
+        return "killed", when
+    if raw.get("spawn_failed") is True:
+        return "failed", when
+    if live == "unknown" and raw.get("status") != "terminated":
+        return None, None
+    return "lost", None
+
+
+def _str(value: object) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def _count(value: object) -> int | None:

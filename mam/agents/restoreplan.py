@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 
 NO_SPEC = "no launch spec: spawn it again"
 # Why --all passes a row over (Step.reason): none of them is a failure of the command.
-SKIP_REASONS = ("no_spec", "never_started", "stopped", "crash_loop", "backoff")
+SKIP_REASONS = ("no_spec", "never_started", "stopped", "finished", "crash_loop", "backoff")
 
 
 @dataclass
@@ -177,7 +177,8 @@ def _library_argv(step: Step, library: Library) -> tuple[tuple[str, ...], bool]:
 
 
 def _plan(app: App, row: Row, outcome: ServerOutcome, named: bool, library: Library,
-          trust: SpecTrust, rules: backoff.Policy | None = None, now: float = 0.0) -> Step | None:
+          trust: SpecTrust, rules: backoff.Policy | None = None, now: float = 0.0,
+          fresh: Mapping[str, Any] | None = None) -> Step | None:
     live, _ = live_agent(row, outcome)
     state = outcome.state.value
     step = Step(row, snapshot(row), state, "skipped", "", automatic=not named)
@@ -211,6 +212,11 @@ def _plan(app: App, row: Row, outcome: ServerOutcome, named: bool, library: Libr
         # still says running, and must not bring back what the user stopped.
         step.reason = "stopped"
         step.message = f"`mam stop` stopped it: --all leaves it; `mam restore {row.name}` starts it again"
+        return step
+    if step.automatic and _finished(row, live, fresh):
+        # Its program exited 0: its work is over, and starting it again would only run it twice.
+        step.reason = "finished"
+        step.message = f"it finished (exited with status 0): --all leaves it; `mam restore {row.name}` starts it again"
         return step
     step.spec = row_spec(row)
     step.outcome = "failed"
@@ -451,8 +457,27 @@ def restore_plan(app: App, names: list[str], all_rows: bool, server: str | None 
     outcomes = outcomes_for(app, {r.server_key for r in rows})
     trust = trust or SpecTrust(app.env)
     now = time.time()
-    planned = (_plan(app, row, outcomes[row.server_key], bool(names), app.kinds, trust, rules, now) for row in rows)
+    fresh = {} if names else _fresh_ends(app, rows, outcomes)
+    planned = (_plan(app, row, outcomes[row.server_key], bool(names), app.kinds, trust, rules, now,
+                     fresh.get(row.key)) for row in rows)
     return [step for step in planned if step is not None], dict(outcomes)
+
+
+def _finished(row: Row, live: str, fresh: Mapping[str, Any] | None) -> bool:
+    from mam.agents.remains import end_of
+
+    return end_of(row.raw, live, fresh)[0] == "finished"
+
+
+def _fresh_ends(app: App, rows: list[Row], outcomes: Mapping[ServerKey, ServerOutcome]) -> dict[RowKey, Any]:
+    """How the agents --all may restore ended, as their backends keep it now (an agent that finished is left),
+    asked only of servers that are up and only about agents they do not list."""
+    from mam.agents.rows import fresh_ends
+
+    asked = [row for row in rows if outcomes[row.server_key].state is ServerState.UP
+             and is_candidate(row, live_agent(row, outcomes[row.server_key])[0], False)
+             and live_agent(row, outcomes[row.server_key])[0] == "absent"]
+    return fresh_ends(app, asked)
 
 
 def _read_ends(app: App, steps: list[Step]) -> None:

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from mam.plugin.records import Agent, ServerOutcome, ServerState
-from mam.registry import Registry, Row, RowKey
+from mam.registry import Registry, Row, RowKey, timestamp
 from mam.servers.hosts import host_key
 from mam.util.errors import MamError
 
@@ -80,30 +80,51 @@ def listed_agent(app: App, row: Row, outcome: ServerOutcome, verb: str) -> Agent
         raise MamError("operation_failed", f"{row.backend} server {row.server} could not be asked: {why}")
     agent = next((a for a in outcome.agents if a.name == row.name), None)
     if agent is None:
-        raise not_running(row, f"{row.name} is not running on {row.backend} server {row.server}")
+        raise not_running(row, f"{row.name} is not running on {row.backend} server {row.server}",
+                          fresh_ends(app, [row]).get(row.key))
     return agent
 
 
-def not_running(row: Row, message: str) -> MamError:
+def fresh_ends(app: App, rows: list[Row]) -> dict[RowKey, dict[str, Any]]:
+    """What the backends keep now of the ended agents of `rows` (their servers up, the agents not listed), as row
+    fields (mam.agents.remains.row_fields): one question per server. A row that already records its agent's end
+    is not asked about: that end is the same, and was written with the values of its `--env` variables hidden,
+    which this command may not know."""
+    from mam.agents import remains
+
+    rows = [row for row in rows if not remains.recorded_end(row.raw)]
+    if not rows:
+        return {}
+    now = timestamp()
+    by_row = {row.key: row for row in rows}
+    return {key: remains.row_fields(app, by_row[key], found, now)
+            for key, found in remains.read_remains(app, rows).items() if key in by_row}
+
+
+def not_running(row: Row, message: str, fresh: Mapping[str, Any] | None = None) -> MamError:
     """The error about agent `row` that is not running (`message` says why: its server is down, or lists it
-    not): with how its row says it ended, when it knows, and how to start it again."""
-    ended = how_it_ended(row)
+    not): with how it ended, when that is known (`fresh`: what its backend keeps of it now, else its row), and
+    how to bring it back."""
+    ended = how_it_ended(row, fresh)
     return MamError("operation_failed", message + (f"; {row.name} {ended}" if ended else ""), hint=bring_back(row))
 
 
-def how_it_ended(row: Row) -> str:
-    """How the row says its agent last ended, for a message (`exited with status 1; its last output: 'Error:
-    no API key'`, its last two lines at most, quoted and cut short: pane text is anyone's); "" when the row does
-    not know, or knows only an end from before its last restore (the agent has run since)."""
+def how_it_ended(row: Row, fresh: Mapping[str, Any] | None = None) -> str:
+    """How the agent of `row` last ended, for a message (`exited with status 1; its last output: 'Error: no API
+    key'`, its last two lines at most, quoted and cut short: pane text is anyone's; `was stopped by mam stop`);
+    from `fresh` (what its backend keeps of it now) when given, else from the row; "" when neither knows, or the
+    row knows only an end from before its last restore (the agent has run since)."""
     from mam.agents import remains
     from mam.util.quote import shown
 
     raw = row.raw
-    ended_at, restored_at = raw.get("ended_at"), raw.get("restored_at")
-    if restored_at is not None and not (isinstance(ended_at, str) and ended_at > str(restored_at)):
+    if not fresh and remains.end_of(raw, "absent")[0] == "stopped":
+        return "was stopped by `mam stop`"
+    facts = fresh or (raw if remains.current_end(raw) else None)
+    if not facts:
         return ""
-    how = remains.how_it_ended(raw)
-    lines = [line for line in _cleaned(raw.get("last_output")) if line.strip()][-2:]
+    how = remains.how_it_ended(facts)
+    lines = [line for line in _cleaned(facts.get("last_output")) if line.strip()][-2:]
     said = ", ".join(shown(line.strip(), 100, quote="repr", cut="inside") for line in lines)
     return "; ".join(part for part in (how, f"its last output: {said}" if said else "") if part)
 
@@ -137,7 +158,16 @@ def session_entry(row: Row, outcome: ServerOutcome | None) -> dict[str, Any]:
         "cwd": (agent.cwd if agent and agent.cwd else row.cwd),
         "pane_id": (agent.pane_id if agent and agent.pane_id else row.pane_id),
         **history(row.raw),
+        **ending(row.raw, live),
     }
+
+
+def ending(raw: Mapping[str, Any], live: str, fresh: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A status entry's `end` and `ended_at` (mam.agents.remains.end_of)."""
+    from mam.agents.remains import end_of
+
+    end, ended_at = end_of(raw, live, fresh)
+    return {"end": end, "ended_at": ended_at}
 
 
 def history(raw: Mapping[str, Any]) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from mam.agents.rows import session_entry
+from mam.agents.rows import ending, fresh_ends, how_it_ended, session_entry
 from mam.plugin.records import AGENT_STATES, AgentState, ServerOutcome, ServerState
 from mam.registry import Registry, Row
 from mam.servers.app import App
@@ -33,6 +33,24 @@ def add_state(entry: dict[str, Any], outcome: ServerOutcome | None, states: Mapp
         if outcome is not None and outcome.state is ServerState.DOWN:
             found = agent_state.SERVER_DOWN
     entry.update(found.as_json())
+
+
+def add_ends(app: App, entries: Sequence[tuple[Row, dict[str, Any], ServerOutcome | None]]) -> None:
+    """Set how each entry's agent ended as soon as its backend can tell: an agent its server (up) no longer
+    lists is asked of the backend, which may keep its ended pane (one question per server), before what the row
+    recorded (`reconcile --apply`). Its end then explains it (evidence's fact: the table's WHY)."""
+    asked = [row for row, entry, outcome in entries
+             if entry["live"] == "absent" and outcome is not None and outcome.state is ServerState.UP]
+    fresh = fresh_ends(app, asked) if asked else {}
+    for row, entry, _ in entries:
+        found = fresh.get(row.key)
+        if found is not None:
+            entry.update({k: found[k] for k in ("exit_status", "exit_signal", "last_output")})
+        entry.update(ending(row.raw, entry["live"], found))
+        evidence = entry.get("evidence")
+        if entry["end"] not in (None, "lost") and isinstance(evidence, dict):
+            how = how_it_ended(row, found)
+            entry["evidence"] = {**evidence, "fact": entry["end"] + (f": {row.name} {how}" if how else "")}
 
 
 def parse_state_filter(values: Sequence[str], option: str = "--state") -> frozenset[str]:
@@ -76,6 +94,7 @@ def status_document(app: App, servers: Sequence[str] = (), *, with_state: bool =
     reading = with_state or bool(only_states)
     outcomes, states = observe(app, rows, keys, reading)
     sessions = []
+    seen = []
     for row in rows:
         key = row.server_key
         entry = session_entry(row, outcomes.get(key))
@@ -84,6 +103,8 @@ def status_document(app: App, servers: Sequence[str] = (), *, with_state: bool =
         else:
             entry.update(NO_STATE)
         sessions.append(entry)
+        seen.append((row, entry, outcomes.get(key)))
+    add_ends(app, seen)
     sessions.sort(key=lambda s: (s["host"] or "", s["backend"], s["server"], s["name"]))
     if only_states:
         sessions = [s for s in sessions if s["state"] in only_states]

@@ -204,7 +204,7 @@ def _poll(app: App, rows: Sequence[Row]) -> list[tuple[dict[str, Any], ServerOut
     """The status entry (state read) of each of `rows`, in their order, with its server's outcome: one listing
     and one capture per server, however many of its agents the rows name."""
     from mam.agents.rows import session_entry
-    from mam.agents.statusview import add_state, observe
+    from mam.agents.statusview import add_ends, add_state, observe
 
     outcomes, states = observe(app, rows)
     polled = []
@@ -213,7 +213,14 @@ def _poll(app: App, rows: Sequence[Row]) -> list[tuple[dict[str, Any], ServerOut
         entry = session_entry(row, outcome)
         add_state(entry, outcome, states.get(row.server_key, {}))
         polled.append((entry, outcome))
+    add_ends(app, [(row, entry, outcome) for row, (entry, outcome) in zip(rows, polled, strict=True)])
     return polled
+
+
+def is_reached(entry: dict[str, Any], wanted: frozenset[str]) -> bool:
+    """Whether the agent of status entry `entry` is in one of the states `wanted`. `done` is also met by an
+    agent whose program finished (exited 0): its work is over, as a turn's is."""
+    return entry["state"] in wanted or ("done" in wanted and entry.get("end") == "finished")
 
 
 def check_timeout(timeout: float | None) -> None:
@@ -229,7 +236,10 @@ def _gone(app: App, row: Row, outcome: ServerOutcome | None, entry: dict[str, An
     if outcome is not None and outcome.state is ServerState.DOWN:
         return not_running(row, f"{row.backend} server {row.server} is down; mam wait never starts it")
     if entry["live"] == "absent":
-        return not_running(row, f"{row.name} is not running on {row.backend} server {row.server}")
+        fresh = {k: entry.get(k) for k in ("exit_status", "exit_signal", "last_output")}
+        known = entry.get("end") in ("finished", "failed", "killed")
+        return not_running(row, f"{row.name} is not running on {row.backend} server {row.server}",
+                           fresh if known else None)
     if outcome is not None and outcome.error is not None and outcome.error.kind is ErrorKind.NOT_INSTALLED:
         require_binary(app, ErrorKind.NOT_INSTALLED, "mam wait needs it", row.backend, of_row=True)
     return None
@@ -281,11 +291,11 @@ def wait_many_document(app: App, names: Sequence[str], until: Sequence[str], tim
                 if on_change is not None and entry["state"] != last.get(row.name, {}).get("state"):
                     on_change(entry)
                 last[row.name] = entry
-            reached = [last[r.name]["state"] in wanted for r in rows]
-            done = any(reached) if any_of else all(reached)
+            done_now = [is_reached(last[r.name], wanted) for r in rows]
+            done = any(done_now) if any_of else all(done_now)
             if not done:
                 gone = [(row, error) for row, (entry, outcome) in polled
-                        if (error := _gone(app, row, outcome, entry)) is not None]
+                        if not is_reached(entry, wanted) and (error := _gone(app, row, outcome, entry)) is not None]
                 if gone and (not any_of or len(gone) == len(active)):
                     raise gone[0][1]
                 active = [r for r in active if all(r is not row for row, _ in gone)]
@@ -301,4 +311,4 @@ def _waited(rows: Sequence[Row], entries: dict[str, dict[str, Any]], wanted: fro
     return {"schema": 1, "until": sorted(wanted, key=AGENT_STATES.index), "mode": "any" if any_of else "all",
             "reached": reached, "waited": waited, "polls": rounds,
             "agents": [{"name": r.name, "backend": r.backend, "server": r.server, "host": r.host,
-                        "reached": entries[r.name]["state"] in wanted, "session": entries[r.name]} for r in rows]}
+                        "reached": is_reached(entries[r.name], wanted), "session": entries[r.name]} for r in rows]}

@@ -194,6 +194,7 @@ class Remains:
     exit_status: int | None = None  # the program's exit status
     exit_signal: int | None = None  # the signal that killed it
     lines: tuple[str, ...] = ()  # the last non-blank lines its pane showed, oldest first (hostile text)
+    ended_at: float | None = None  # when it ended, in seconds since the epoch (tmux pane_dead_time)
 
 
 @dataclass(frozen=True)
