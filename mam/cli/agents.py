@@ -51,20 +51,32 @@ def spawn(ctx: typer.Context,
           trust_spec: Annotated[bool, typer.Option(
               "--trust-spec", help="run it even when the workspace's .mam/states.yaml puts words into its argv "
                                    "(mam shows them and refuses without this, or a yes at a terminal)")] = False,
+          worktree: Annotated[bool, typer.Option(
+              "--worktree", help="start it in a git worktree of its own, .mam/worktrees/NAME of the repository "
+                                 "(--cwd's, else the workspace's), on --branch")] = False,
+          branch: Annotated[str | None, typer.Option(
+              "--branch", metavar="BRANCH", help="with --worktree: its branch, new from HEAD or an existing one "
+                                                 "(default mam/NAME)")] = None,
           as_json: Json = False) -> int:
     call = begin(ctx, as_json, takes_trailing=True)
     from mam.commands.lifecycle import spawn_document
 
+    if branch is not None and not worktree:
+        raise MamError("usage", "--branch is for --worktree", hint=f"mam spawn {name} --worktree --branch {branch}")
+
     ask = _ask if not call.json and sys.stdin is not None and sys.stdin.isatty() else None  # never in a script
     doc = spawn_document(call.open(), name, agent=agent, server=server, cwd=cwd, command=command,
                          args=[*(args or ()), *call.trailing], env_names=env or [], progress=not call.json,
-                         host=host, trust_spec=trust_spec, ask=ask)
+                         host=host, trust_spec=trust_spec, ask=ask,
+                         worktree=(branch or "") if worktree else None)
     s = doc["session"]
     from mam.util.render import visible
 
     on = f" on {s['host']}" if s.get("host") else ""
+    branch = f", branch {doc['worktree']['branch']}" if doc.get("worktree") else ""
     emit(doc, call.json, None if call.json else visible(f"{s['name']} is {s['status']} on {s['backend']} server "
-                                                        f"{s['server']}{on} (pane {s['pane_id']}, cwd {s['cwd']})"))
+                                                        f"{s['server']}{on} (pane {s['pane_id']}, cwd {s['cwd']}"
+                                                        f"{branch})"))
     return 0
 
 
