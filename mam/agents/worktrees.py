@@ -25,6 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from mam.calls.git import GitResult, git
+from mam.calls.route import remote_route
+from mam.registry import Row
+from mam.servers.app import App
 from mam.util.errors import MamError
 from mam.util.quote import shown
 
@@ -217,6 +220,11 @@ class Losses:
         return {"changed": self.changed, "untracked": self.untracked, "commits": self.commits,
                 "submodules": self.submodules, "unreadable": self.unreadable or None}
 
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> Losses:
+        return cls(list(doc.get("changed") or ()), list(doc.get("untracked") or ()), list(doc.get("commits") or ()),
+                   list(doc.get("submodules") or ()), str(doc.get("unreadable") or ""))
+
     def lines(self) -> list[str]:
         out = [f"changed: {p}" for p in self.changed] + [f"untracked: {p}" for p in self.untracked]
         out += [f"commit only here: {c}" for c in self.commits]
@@ -238,7 +246,9 @@ def losses(path: str, branch: str, timeout: float, env: Mapping[str, str], *, de
         (found.untracked if entry[:2] == "??" else found.changed).append(entry[3:])
     # Commits HEAD reaches that no ref that stays reaches: every branch (but this one, when it goes), tag and
     # remote-tracking ref. The worktree's own HEAD goes with it; its branch stays unless delete_branch.
-    keep = [f"--exclude=refs/heads/{branch}"] if delete_branch else []
+    # --exclude before --branches takes the name without refs/heads/ (git help rev-list); check-ref-format
+    # keeps glob characters out of a branch's name.
+    keep = [f"--exclude={branch}"] if delete_branch else []
     reach = _git(path, ["rev-list", "--max-count=1000", "HEAD", "--not", *keep, "--branches", "--tags",
                         "--remotes"], timeout, env)
     if not reach.ok and _git(path, ["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], timeout, env).ok:
@@ -363,7 +373,7 @@ def _branch_only(repo: str, branch: str, timeout: float, env: Mapping[str, str])
     ref = f"refs/heads/{branch}"
     if not _git(repo, ["rev-parse", "--verify", "--quiet", ref], timeout, env).ok:
         return []
-    reach = _git(repo, ["rev-list", "--max-count=1000", ref, "--not", f"--exclude={ref}", "--branches", "--tags",
+    reach = _git(repo, ["rev-list", "--max-count=1000", ref, "--not", f"--exclude={branch}", "--branches", "--tags",
                         "--remotes"], timeout, env)
     if not reach.ok:
         raise _fail(f"could not read branch {branch}", reach)
@@ -412,3 +422,75 @@ def remake(record: Mapping[str, Any], timeout: float, env: Mapping[str, str]) ->
     made = _git(repo, ["worktree", "add", "--", path, branch], timeout, env)
     if not made.ok:
         raise _fail(f"could not make its worktree {path} again on branch {branch}", made)
+
+
+def signed_record(app: App, row: Row) -> dict[str, Any]:
+    """The worktree `row`'s spec records, only when this user's mam signed that spec: a row's text may come from a
+    clone, and must never point mam at a folder to remove or re-make."""
+    record = row.spec.get("worktree") if row.spec is not None else None
+    if not isinstance(record, dict):
+        raise MamError("usage", f"{row.name}: its row records no worktree (it was not spawned with --worktree)")
+    from mam.agents.restoreplan import SpecTrust  # start-up: the signature check loads hashlib only here
+
+    verdict = SpecTrust(app.env).verdict(row, row.spec or {})
+    if verdict != "signed":
+        raise MamError("operation_failed", f"{row.name}: its row's worktree is not as your mam signed it "
+                       f"({verdict}): mam neither removes nor re-makes what it names",
+                       hint="remove the worktree yourself with `git worktree remove`")
+    return record
+
+
+def remove_for_row(app: App, row: Row, *, force: bool, delete_branch: bool) -> tuple[dict[str, Any], Removal]:
+    """`mam worktree remove NAME` on the row of NAME: its signed record, where the row's host is, under the lock
+    a spawn of the name holds."""
+    if row.active:
+        raise MamError("operation_failed", f"{row.name} is {row.status}: its worktree is not removed under it",
+                       hint=f"`mam stop {row.name} --remove-worktree` stops it, then removes it")
+    record = signed_record(app, row)
+    with remote_route(app.route(row.host or "")), name_lock(app.workspace.dot_mam, row.name):
+        return record, remove(record, row.name, app.timeout, app.backend_env, force=force,
+                              delete_branch=delete_branch)
+
+
+def refusal_text(name: str, record: Mapping[str, Any], removal: Removal) -> str:
+    """What a refused removal would have lost, one line each: the user reads exactly what stays."""
+    why = "git could not say what it holds" if removal.losses.unreadable else "it would lose work"
+    lines = [f"{name}: worktree {record.get('path')} (branch {record.get('branch')}) not removed: {why}:",
+             *(f"  {line}" for line in removal.losses.lines())]
+    if removal.losses.submodules or removal.losses.unreadable:
+        lines.append("  --force does not remove it either (it could not save all of that): remove it by hand")
+    else:
+        lines.append("  commit or push that work, or --force saves it all to a mam/lost/ branch first")
+    return "\n".join(lines)
+
+
+def state_of(record: Mapping[str, Any], timeout: float, env: Mapping[str, str]) -> dict[str, Any]:
+    """The state of one worktree's work for `mam worktree list` and `mam status`: one git call (`git status
+    --porcelain=v2 --branch`); `unknown`, never clean, when it cannot be read."""
+    path = str(record.get("path"))
+    base = str(record.get("base") or "")
+    result = git(path, ["status", "--porcelain=v2", "-z", "--branch", "--untracked-files=all",
+                        "--ignore-submodules=none", "--no-renames"], timeout=timeout, env=env)
+    if not result.ok:
+        gone = result.why.startswith("git exited") and "cannot change to" in result.stderr
+        return {"state": "gone" if gone else "unknown", "branch": record.get("branch"), "uncommitted": None,
+                "unpushed": None, "upstream": None, "head": None, "moved": None,
+                "why": None if gone else result.why}
+    head, upstream, ahead, files = "", None, None, 0
+    for entry in result.stdout.split("\0"):
+        if entry.startswith("# branch.oid "):
+            head = entry.split(" ", 2)[2]
+        elif entry.startswith("# branch.upstream "):
+            upstream = entry.split(" ", 2)[2]
+        elif entry.startswith("# branch.ab "):
+            ahead = int(entry.split(" ")[2].lstrip("+"))
+        elif entry and entry[0] in "12u?":
+            files += 1
+    return {"state": "dirty" if files else "clean", "branch": record.get("branch"), "uncommitted": files,
+            "unpushed": ahead, "upstream": upstream, "head": head, "moved": bool(base) and head != base,
+            "why": None}
+
+
+def prune_repository(repo: str, timeout: float, env: Mapping[str, str]) -> None:
+    """git's own records of worktrees whose folder is gone (`git worktree prune`): it removes no folder."""
+    _git(repo, ["worktree", "prune"], timeout, env)
