@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
+from test_schemas import assert_strict, validator
 
 from conftest import Tmux, Workspace
 
@@ -85,6 +86,7 @@ def test_spawn_on_an_existing_branch_and_with_json(ws: Workspace, tmux: Tmux) ->
     git(ws.root, "commit", "-q", "--allow-empty", "-m", "on main")
     doc = ws.mam_json("spawn", "w2", "--server", tmux.name(), "--worktree", "--branch", "feature", "--command",
                       STAND_IN)
+    assert validator("spawn.json").is_valid(doc)  # its worktree is there with --worktree only
     assert doc["worktree"]["branch"] == "feature"
     assert doc["worktree"]["base"] == git(ws.root, "rev-parse", "feature").strip()
     assert doc["session"]["cwd"] == doc["worktree"]["path"]
@@ -167,6 +169,7 @@ def test_remove_refuses_and_lists_exactly_what_would_be_lost(ws: Workspace, tmux
     assert "debug.log" not in proc.stderr
     assert place.is_dir() and (place / "new file.txt").read_text() == "new\n"
     doc = ws.mam_json("worktree", "remove", "r1", expect=1)
+    assert_strict("worktree-remove.json", doc)
     assert doc["removed"] is False and doc["would_lose"]["changed"] == ["tracked.txt"]
     assert doc["would_lose"]["untracked"] == ["new file.txt"]
 
@@ -191,6 +194,7 @@ def test_force_saves_everything_to_a_lost_branch_first(ws: Workspace, tmux: Tmux
     (place / "sub dir").mkdir()
     (place / "sub dir" / "new\nline.txt").write_text("new\n")
     doc = ws.mam_json("worktree", "remove", "r3", "--force", "--delete-branch")
+    assert_strict("worktree-remove.json", doc)
     assert doc["removed"] is True and doc["branch_deleted"] is True
     saved = doc["saved_to"]
     assert saved.startswith("mam/lost/r3-")
@@ -222,8 +226,9 @@ def test_a_running_agent_keeps_its_worktree_and_stop_remove_worktree(ws: Workspa
     assert spawn(ws, server, "r5").returncode == 0
     place = ws.root / ".mam" / "worktrees" / "r5"
     assert ws.mam("worktree", "remove", "r5").returncode == 1 and place.is_dir()
-    proc = ws.mam("stop", "r5", "--remove-worktree")
-    assert proc.returncode == 0, proc.stderr
+    doc = ws.mam_json("stop", "r5", "--remove-worktree")
+    assert validator("stop.json").is_valid(doc)
+    assert doc["worktree"]["removed"] is True
     assert not place.exists() and row_of(ws, "r5")["status"] == "stopped"
 
 
@@ -280,12 +285,15 @@ def test_list_and_prune(ws: Workspace, tmux: Tmux) -> None:
     server = tmux.name()
     place = _stopped(ws, server, "l1")
     (place / "a.txt").write_text("a\n")
-    entries = {e["name"]: e for e in ws.mam_json("worktree", "list")["worktrees"]}
+    listing = ws.mam_json("worktree", "list")
+    assert_strict("worktree-list.json", listing)
+    entries = {e["name"]: e for e in listing["worktrees"]}
     assert entries["l1"]["state"] == "dirty" and entries["l1"]["uncommitted"] == 1
     assert entries["l1"]["branch"] == "mam/l1" and entries["l1"]["upstream"] is None
     shutil.rmtree(place)
     assert ws.mam_json("worktree", "list")["worktrees"][0]["state"] == "gone"
     doc = ws.mam_json("worktree", "prune")
+    assert_strict("worktree-prune.json", doc)
     assert [e["name"] for e in doc["pruned"] if e["pruned"]] == ["l1"]
     assert "worktree" not in row_of(ws, "l1")["spec"]
     assert ws.mam_json("worktree", "list")["worktrees"] == []

@@ -443,13 +443,18 @@ def signed_record(app: App, row: Row) -> dict[str, Any]:
 def remove_for_row(app: App, row: Row, *, force: bool, delete_branch: bool) -> tuple[dict[str, Any], Removal]:
     """`mam worktree remove NAME` on the row of NAME: its signed record, where the row's host is, under the lock
     a spawn of the name holds."""
-    if row.active:
-        raise MamError("operation_failed", f"{row.name} is {row.status}: its worktree is not removed under it",
-                       hint=f"`mam stop {row.name} --remove-worktree` stops it, then removes it")
-    record = signed_record(app, row)
-    with remote_route(app.route(row.host or "")), name_lock(app.workspace.dot_mam, row.name):
-        return record, remove(record, row.name, app.timeout, app.backend_env, force=force,
-                              delete_branch=delete_branch)
+    with name_lock(app.workspace.dot_mam, row.name):
+        # Read again under the lock: a spawn of the name that held it may have started an agent in it meanwhile.
+        fresh = app.load_registry().find(row.key)
+        if fresh is None:
+            raise MamError("operation_failed", f"{row.name}: its row is gone (another command took it)")
+        if fresh.active:
+            raise MamError("operation_failed", f"{row.name} is {fresh.status}: its worktree is not removed under it",
+                           hint=f"`mam stop {row.name} --remove-worktree` stops it, then removes it")
+        record = signed_record(app, fresh)
+        with remote_route(app.route(row.host or "")):
+            return record, remove(record, row.name, app.timeout, app.backend_env, force=force,
+                                  delete_branch=delete_branch)
 
 
 def refusal_text(name: str, record: Mapping[str, Any], removal: Removal) -> str:
