@@ -353,3 +353,64 @@ def test_git_calls_are_pinned() -> None:
     assert env["GIT_TERMINAL_PROMPT"] == "0" and env["GIT_CONFIG_NOSYSTEM"] == "1"
     assert "GIT_DIR" not in env and "GIT_WORK_TREE" not in env
     assert sys.executable  # the runner is used (bounded, timed): see mam.calls.git.git
+
+
+def test_a_worktree_with_a_submodule_is_never_removed(ws: Workspace, tmux: Tmux, tmp_path: Path) -> None:
+    """Its submodule's git folder lives in the worktree's own git folder, which a removal takes along: refused
+    even with --force, which could not save it."""
+    make_repo(ws.root)
+    sub = tmp_path / "sub"
+    make_repo(sub)
+    git(ws.root, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(sub), "sub")
+    git(ws.root, "commit", "-q", "-m", "with a submodule")
+    place = _stopped(ws, tmux.name(), "m1")
+    git(place, "-c", "protocol.file.allow=always", "submodule", "update", "-q", "--init")
+    for extra in ((), ("--force",)):
+        proc = ws.mam("worktree", "remove", "m1", *extra)
+        assert proc.returncode == 1 and "submodule" in proc.stderr, proc.stderr
+        assert (place / "sub" / "tracked.txt").is_file()
+
+
+def test_a_bad_worktree_record_is_an_invalid_registry(ws: Workspace) -> None:
+    row = {"name": "b1", "server": "s", "status": "stopped",
+           "spec": {"command": "x", "cwd": "/r", "worktree": {"path": "relative", "branch": "b", "base": "c",
+                                                              "repo": "/r", "made_by_mam": True}}}
+    ws.write_registry("version: 1\nsessions:\n- " + json.dumps(row) + "\n")
+    proc = ws.mam("worktree", "list")
+    assert proc.returncode == 2 and "spec.worktree.path must be an absolute path" in proc.stderr
+
+
+def test_a_worktree_that_cannot_be_read_is_unknown_never_clean(ws: Workspace, tmux: Tmux) -> None:
+    make_repo(ws.root)
+    place = _stopped(ws, tmux.name(), "u1")
+    (place / ".git").write_text("gitdir: /nonexistent/nothing\n")  # git can no longer read it
+    entry = ws.mam_json("worktree", "list")["worktrees"][0]
+    assert entry["state"] == "unknown" and entry["uncommitted"] is None and entry["why"]
+    proc = ws.mam("worktree", "remove", "u1", "--force")
+    assert proc.returncode == 1 and place.is_dir()
+
+
+def test_status_shows_each_worktrees_work(ws: Workspace, tmux: Tmux, tmp_path: Path) -> None:
+    """Branch, uncommitted files and unpushed commits per worktree; one that cannot be read is unknown."""
+    origin = tmp_path / "origin.git"
+    make_repo(ws.root)
+    git(tmp_path, "init", "-q", "--bare", str(origin))
+    git(ws.root, "remote", "add", "origin", str(origin))
+    server = tmux.name()
+    assert spawn(ws, server, "st1").returncode == 0
+    assert spawn(ws, server, "st2").returncode == 0
+    one = ws.root / ".mam" / "worktrees" / "st1"
+    git(one, "push", "-q", "-u", "origin", "mam/st1")
+    git(one, "commit", "-q", "--allow-empty", "-m", "unpushed")
+    (one / "a.txt").write_text("a\n")
+    (one / "tracked.txt").write_text("b\n")
+    (ws.root / ".mam" / "worktrees" / "st2" / ".git").write_text("gitdir: /nonexistent\n")
+    doc = ws.mam_json("status")
+    assert validator("status.json").is_valid(doc)
+    work = {s["name"]: s["worktree"] for s in doc["sessions"]}
+    assert work["st1"]["state"] == "dirty" and work["st1"]["uncommitted"] == 2 and work["st1"]["unpushed"] == 1
+    assert work["st1"]["branch"] == "mam/st1" and work["st1"]["upstream"] == "origin/mam/st1"
+    assert work["st2"]["state"] == "unknown" and work["st2"]["uncommitted"] is None
+    text = ws.mam("status").stdout
+    assert "st1: worktree on mam/st1: dirty, 2 uncommitted file(s), 1 unpushed" in text
+    assert "st2: worktree on mam/st2: unknown" in text

@@ -18,7 +18,7 @@ from __future__ import annotations
 import fcntl
 import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +26,7 @@ from typing import Any
 
 from mam.calls.git import GitResult, git
 from mam.calls.route import remote_route
-from mam.registry import Row
+from mam.registry import Row, RowKey
 from mam.servers.app import App
 from mam.util.errors import MamError
 from mam.util.quote import shown
@@ -469,6 +469,12 @@ def refusal_text(name: str, record: Mapping[str, Any], removal: Removal) -> str:
     return "\n".join(lines)
 
 
+def unread(record: Mapping[str, Any], why: str | None) -> dict[str, Any]:
+    """The state of a worktree git could not read (`why`; None: its folder is gone)."""
+    return {"state": "gone" if why is None else "unknown", "branch": record.get("branch"), "uncommitted": None,
+            "unpushed": None, "upstream": None, "head": None, "moved": None, "why": why}
+
+
 def state_of(record: Mapping[str, Any], timeout: float, env: Mapping[str, str]) -> dict[str, Any]:
     """The state of one worktree's work for `mam worktree list` and `mam status`: one git call (`git status
     --porcelain=v2 --branch`); `unknown`, never clean, when it cannot be read."""
@@ -478,9 +484,7 @@ def state_of(record: Mapping[str, Any], timeout: float, env: Mapping[str, str]) 
                         "--ignore-submodules=none", "--no-renames"], timeout=timeout, env=env)
     if not result.ok:
         gone = result.why.startswith("git exited") and "cannot change to" in result.stderr
-        return {"state": "gone" if gone else "unknown", "branch": record.get("branch"), "uncommitted": None,
-                "unpushed": None, "upstream": None, "head": None, "moved": None,
-                "why": None if gone else result.why}
+        return unread(record, None if gone else result.why)
     head, upstream, ahead, files = "", None, None, 0
     for entry in result.stdout.split("\0"):
         if entry.startswith("# branch.oid "):
@@ -499,3 +503,33 @@ def state_of(record: Mapping[str, Any], timeout: float, env: Mapping[str, str]) 
 def prune_repository(repo: str, timeout: float, env: Mapping[str, str]) -> None:
     """git's own records of worktrees whose folder is gone (`git worktree prune`): it removes no folder."""
     _git(repo, ["worktree", "prune"], timeout, env)
+
+
+def read_states(app: App, rows: Sequence[Row]) -> Callable[[], dict[RowKey, dict[str, Any]]]:
+    """Start reading the work of each row's worktree (one `git status` each, in parallel threads, each within
+    the command's time limit) and return the call that waits for them: a status starts them before its
+    servers' fan-out and collects them after, so they run beside it. Rows without a worktree cost nothing."""
+    chosen = [r for r in rows if r.spec is not None and isinstance(r.spec.get("worktree"), dict)]
+    if not chosen:
+        return dict
+    from concurrent.futures import ThreadPoolExecutor  # start-up: only when a row has a worktree
+
+    def read(row: Row) -> dict[str, Any]:
+        record = (row.spec or {}).get("worktree") or {}
+        with remote_route(app.route(row.host or "")):
+            return state_of(record, app.timeout, app.backend_env)
+
+    pool = ThreadPoolExecutor(max_workers=min(8, len(chosen)))
+    futures = {row.key: pool.submit(read, row) for row in chosen}
+    pool.shutdown(wait=False)
+
+    def collect() -> dict[RowKey, dict[str, Any]]:
+        found: dict[RowKey, dict[str, Any]] = {}
+        for row in chosen:
+            try:
+                found[row.key] = futures[row.key].result()
+            except MamError as exc:  # a host that cannot be reached: unknown, never clean
+                found[row.key] = unread((row.spec or {}).get("worktree") or {}, exc.message)
+        return found
+
+    return collect

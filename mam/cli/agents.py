@@ -359,14 +359,10 @@ def worktree_list(ctx: typer.Context, as_json: Json = False) -> int:
     from mam.util.render import visible
 
     doc = list_document(call.open())
-    lines = []
-    for e in doc["worktrees"]:
-        if e["state"] in ("clean", "dirty"):
-            pushed = "no upstream" if e["upstream"] is None else f"{e['unpushed']} unpushed"
-            work = f"{e['state']}, {e['uncommitted']} uncommitted file(s), {pushed}"
-        else:
-            work = e["state"] + (f" ({e['why']})" if e.get("why") else "")
-        lines.append(visible(f"{e['name']} ({e['status']}): {e['path']} on {e['branch']}: {work}"))
+    from mam.util.render import work_text
+
+    lines = [visible(f"{e['name']} ({e['status']}): {e['path']} on {e['branch']}: {work_text(e)}")
+             for e in doc["worktrees"]]
     emit(doc, call.json, None if call.json else "\n".join(lines or ["no worktree made by mam"]))
     return 0
 

@@ -42,18 +42,13 @@ def list_document(app: App) -> dict[str, Any]:
     `unknown` when it cannot be read)."""
     rows = [r for r in rows_on(app, app.load_registry(), None, None)
             if r.spec is not None and isinstance(r.spec.get("worktree"), dict)]
-    from concurrent.futures import ThreadPoolExecutor  # start-up: only when there are worktrees to read
-
-    def read(row: Row) -> dict[str, Any]:
+    states = worktrees.read_states(app, rows)()
+    entries = []
+    for row in rows:
         record = row.spec["worktree"] if row.spec else {}
-        with remote_route(app.route(row.host or "")):
-            state = worktrees.state_of(record, app.timeout, app.backend_env)
-        return {"name": row.name, "backend": row.backend, "server": row.server, "host": row.host,
-                "status": row.status, "path": record.get("path"), "base": record.get("base"),
-                "made_by_mam": record.get("made_by_mam"), **state}
-
-    with ThreadPoolExecutor(max_workers=min(8, max(1, len(rows)))) as pool:
-        entries = list(pool.map(read, rows))
+        entries.append({"name": row.name, "backend": row.backend, "server": row.server, "host": row.host,
+                        "status": row.status, "path": record.get("path"), "base": record.get("base"),
+                        "made_by_mam": record.get("made_by_mam"), **states[row.key]})
     return {"schema": 1, "worktrees": entries}
 
 
