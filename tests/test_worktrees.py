@@ -414,3 +414,13 @@ def test_status_shows_each_worktrees_work(ws: Workspace, tmux: Tmux, tmp_path: P
     text = ws.mam("status").stdout
     assert "st1: worktree on mam/st1: dirty, 2 uncommitted file(s), 1 unpushed" in text
     assert "st2: worktree on mam/st2: unknown" in text
+
+
+def test_on_herdr_the_agent_starts_in_its_worktree(ws: Workspace) -> None:
+    """Backend-agnostic: the worktree is the directory every backend's start gets (here the fake herdr)."""
+    make_repo(ws.root)
+    doc = ws.mam_json("spawn", "h1", "--agent", "claude", "--server", "team", "--worktree")
+    place = str(ws.root / ".mam" / "worktrees" / "h1")
+    assert doc["session"]["cwd"] == place and doc["worktree"]["branch"] == "mam/h1"
+    creates = [c["argv"] for c in ws.herdr.calls() if c["argv"][2:4] == ["workspace", "create"]]
+    assert creates and place in creates[0]

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from mam.calls.runner import run
+from mam.calls.runner import elsewhere, run
 from mam.plugin.records import CommandResult
 
 # The options every call pins; `-c` wins over every config file.
@@ -22,6 +22,9 @@ PINNED = ("-c", "core.hooksPath=/dev/null", "-c", "core.pager=cat", "-c", "core.
           "-c", "status.showUntrackedFiles=all")
 # What git gets of the environment: enough to find itself and the user, nothing that points it elsewhere.
 KEPT = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "USER", "LOGNAME")
+# What a remote login may have set that would point git elsewhere: unset on the host (`env -u`).
+UNSET = ("GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_NAMESPACE",
+         "GIT_CONFIG", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT")
 
 
 def git_env(env: Mapping[str, str]) -> dict[str, str]:
@@ -65,6 +68,12 @@ def git(directory: str, args: Sequence[str], *, timeout: float, env: Mapping[str
     argv = ["git", "-C", directory, *PINNED, *args]
     environment = git_env(env)
     environment.update(extra_env or {})
+    if elsewhere() is not None:
+        # Over ssh, `env` reaches only the local ssh client: the same switches are set on the host, in the
+        # command, and the variables that would point git at another repository unset there.
+        unset = [word for name in UNSET for word in ("-u", name)]
+        pinned = [f"{k}={v}" for k, v in environment.items() if k not in KEPT or k == "LC_ALL"]
+        argv = ["env", *unset, *pinned, *argv]
     result = run(argv, timeout=timeout, env=environment)
     ok = result.returncode == 0 and result.transport_error is None
     return GitResult(ok, result.stdout, result.stderr, result.returncode, "" if ok else _why(result))
