@@ -330,9 +330,9 @@ def _restore(app: App, step: Step, progress: bool, trust: SpecTrust) -> None:
     kind = row.agent or step.spec.get("kind") or Path(step.argv[0]).name
     try:
         if isinstance(step.spec.get("worktree"), dict):  # signed, or consented to: its folder, made again if gone
-            from mam.agents.worktrees import remake  # start-up: git only for an agent that has a worktree
+            from mam.agents.worktrees import name_lock, remake  # start-up: git only for an agent with a worktree
 
-            with remote_route(app.route(row.host or "")):
+            with remote_route(app.route(row.host or "")), name_lock(app.workspace.dot_mam, row.name):
                 remake(step.spec["worktree"], app.timeout, app.backend_env)
         from mam.hooks.report import identity  # as spawn gives it (docs/hooks.md)
 

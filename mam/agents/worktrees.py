@@ -424,15 +424,23 @@ def remake(record: Mapping[str, Any], timeout: float, env: Mapping[str, str]) ->
         raise _fail(f"could not make its worktree {path} again on branch {branch}", made)
 
 
+def signature_of(app: App, row: Row) -> str:
+    """What the row's `spec_sig` says of its spec (mam.agents.specsign): `signed` when this user's mam wrote it."""
+    from mam.agents import specsign  # start-up: hashlib and the key only when a worktree is acted on
+
+    signature = row.raw.get(specsign.FIELD)
+    key = specsign.load_key(app.env) if signature else None
+    fields = specsign.row_fields(row.name, row.backend, row.server, row.host, row.agent, row.agent_session)
+    return specsign.verdict(key, signature, fields, row.spec or {})
+
+
 def signed_record(app: App, row: Row) -> dict[str, Any]:
     """The worktree `row`'s spec records, only when this user's mam signed that spec: a row's text may come from a
     clone, and must never point mam at a folder to remove or re-make."""
     record = row.spec.get("worktree") if row.spec is not None else None
     if not isinstance(record, dict):
         raise MamError("usage", f"{row.name}: its row records no worktree (it was not spawned with --worktree)")
-    from mam.agents.restoreplan import SpecTrust  # start-up: the signature check loads hashlib only here
-
-    verdict = SpecTrust(app.env).verdict(row, row.spec or {})
+    verdict = signature_of(app, row)
     if verdict != "signed":
         raise MamError("operation_failed", f"{row.name}: its row's worktree is not as your mam signed it "
                        f"({verdict}): mam neither removes nor re-makes what it names",

@@ -352,9 +352,9 @@ def _signed_worktree(app: App, row: Row | None) -> dict[str, Any] | None:
     """The worktree the row of this name records, when this user's mam signed it: the only one a spawn reuses."""
     if row is None or row.spec is None or not isinstance(row.spec.get("worktree"), dict):
         return None
-    from mam.agents.restoreplan import SpecTrust
+    from mam.agents.worktrees import signature_of
 
-    return row.spec["worktree"] if SpecTrust(app.env).verdict(row, row.spec) == "signed" else None
+    return row.spec["worktree"] if signature_of(app, row) == "signed" else None
 
 
 def stop_document(app: App, name: str, server: str | None, *, force: bool = False,
