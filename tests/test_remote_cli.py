@@ -223,3 +223,24 @@ def test_peek_reads_a_remote_screen_and_attach_goes_through_ssh_with_a_terminal(
     assert argv[0] == "ssh" and "-t" in argv and remote.sshd.host in argv
     # The remote command line ends with tmux's own attach of the agent's pane, on its server there.
     assert argv[-1].endswith(f"attach-session -t {doc['pane_id']}") and f"-L {server}" in argv[-1]
+
+
+def test_a_worktree_on_a_remote_host_is_made_and_removed_there(remote: Remote, tmp_path: Path) -> None:
+    """`--worktree --host`: git runs on the host through the same ssh route, in --cwd's repository there."""
+    repo = tmp_path / "far repo"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    for args in (["init", "-q"], ["commit", "-q", "--allow-empty", "-m", "first"]):
+        subprocess.run([*git, *args], check=True, capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
+    server = remote.server()
+    doc = remote.mam_json("spawn", "farwt", "--server", server, "--host", remote.sshd.host, "--cwd", str(repo),
+                          "--worktree", "--command", "sleep 600")
+    place = repo / ".mam" / "worktrees" / "farwt"
+    assert doc["worktree"]["path"] == str(place) and place.is_dir()  # type: ignore[index]
+    (place / "unsaved.txt").write_text("x\n")
+    assert remote.mam_json("status")["sessions"][0]["worktree"]["uncommitted"] == 1  # type: ignore[index]
+    assert remote.mam("stop", "farwt").returncode == 0
+    refused = remote.mam("worktree", "remove", "farwt")
+    assert refused.returncode == 1 and "unsaved.txt" in refused.stderr and place.is_dir()
+    (place / "unsaved.txt").unlink()
+    assert remote.mam("worktree", "remove", "farwt").returncode == 0 and not place.exists()

@@ -35,6 +35,8 @@ COMMAND_SCHEMAS = {
     "demo": "demo.json", "restore": "restore.json", "wait": "wait.json", "send": "send.json", "kinds": "kinds.json",
     "wait NAME NAME...": "wait-many.json",  # wait on several agents (test_wait_on_several_and_send_on_herdr)
     "peek": "peek.json", "stop --all": "stop-all.json", "watch": "watch.json",
+    "worktree remove": "worktree-remove.json", "worktree list": "worktree-list.json",
+    "worktree prune": "worktree-prune.json",  # on real git: tests/test_worktrees.py
 }
 SHARED = {"common.json", "error.json"}  # parts every document uses, and the error document of every command
 

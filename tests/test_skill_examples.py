@@ -120,7 +120,13 @@ def test_status_skill_examples(box: Agentbox) -> None:
 
 def test_spawn_skill_examples(box: Agentbox) -> None:
     box.env["ANTHROPIC_API_KEY"] = "sk-test-only"
+    git = ["git", "-C", str(box.ws.root), "-c", "user.name=t", "-c", "user.email=t@t"]
+    for args in (["init", "-q"], ["commit", "-q", "--allow-empty", "-m", "first"]):  # for the --worktree example
+        subprocess.run([*git, *args], check=True, capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
     runs = box.run_all("multi-agent-mux-spawn")
+    fixer = json.loads(output_of(runs, "--worktree"))
+    assert fixer["worktree"]["branch"] == "mam/fixer"
+    assert fixer["session"]["cwd"] == str(box.ws.root / ".mam" / "worktrees" / "fixer")
     started = json.loads(runs[0].proc.stdout)["session"]
     assert (started["name"], started["agent"], started["server"]) == ("coder-1", "claude", box.server)
     reviewer = json.loads(output_of(runs, "--command"))["session"]
@@ -143,6 +149,7 @@ def test_monitor_skill_examples(box: Agentbox) -> None:
     assert json.loads(output_of(runs, "--apply"))["applied"] is True
     plan = output_of(runs, "--dry-run")
     assert "would restore" in plan and "--resume" in plan
+    assert output_of(runs, "mam worktree list").strip() == "no worktree made by mam"
     status = json.loads(runs[-1].proc.stdout)
     assert [(s["name"], s["status"], s["live"]) for s in status["sessions"]] == [("coder-1", "running", "alive")]
     assert "--resume" in box.screen("coder-1")  # its conversation resumed, not a new one

@@ -246,8 +246,10 @@ def _plan(app: App, row: Row, outcome: ServerOutcome, named: bool, library: Libr
         step.message = exc.message
         return step
     cwd = Path(step.spec["cwd"])
-    # On another host the directory and the program are there: the start itself says when they are not.
-    if not cwd.is_absolute() or (not row.host and not cwd.is_dir()):
+    # On another host the directory and the program are there: the start itself says when they are not. A
+    # worktree's folder that is gone is made again from its branch first (_restore; refused when that is gone too).
+    remade = isinstance(step.spec.get("worktree"), dict) and cwd.is_absolute()
+    if not remade and (not cwd.is_absolute() or (not row.host and not cwd.is_dir())):
         step.message = f"its directory {step.spec['cwd']} is not a directory any more"
         return step
     try:
@@ -255,7 +257,8 @@ def _plan(app: App, row: Row, outcome: ServerOutcome, named: bool, library: Libr
     except MamError as exc:
         step.message = exc.message
         return step
-    missing = missing_program(step.argv[0], app.server_env, cwd) if spec.program_check and not row.host else None
+    missing = missing_program(step.argv[0], app.server_env, cwd) if spec.program_check and not row.host and \
+        cwd.is_dir() else None
     if missing is not None:
         step.message = missing
         return step
@@ -332,6 +335,11 @@ def _restore(app: App, step: Step, progress: bool, trust: SpecTrust) -> None:
     assignments, step.env_missing = env_assignments(app, list(step.spec.get("env_names") or ()))
     kind = row.agent or step.spec.get("kind") or Path(step.argv[0]).name
     try:
+        if isinstance(step.spec.get("worktree"), dict):  # signed, or consented to: its folder, made again if gone
+            from mam.agents.worktrees import name_lock, remake  # start-up: git only for an agent with a worktree
+
+            with remote_route(app.route(row.host or "")), name_lock(app.workspace.dot_mam, row.name):
+                remake(step.spec["worktree"], app.timeout, app.backend_env)
         from mam.hooks.report import identity  # as spawn gives it (docs/hooks.md)
 
         spec = app.plugins.spec(row.backend)

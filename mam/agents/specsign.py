@@ -124,13 +124,15 @@ def payload(row: Mapping[str, Any], spec: Mapping[str, Any]) -> bytes:
     agent kind, resumed session) and the launch spec itself. Status, notes and every other field are not in it,
     so a hand edit of those keeps the signature. `row` holds resolved values: name, backend, server, host
     ("" for this machine), agent, agent_session."""
-    document = {
+    document: dict[str, Any] = {
         "v": 1,
         "name": row.get("name"), "backend": row.get("backend"), "server": row.get("server"),
         "host": row.get("host") or "", "agent": row.get("agent"), "agent_session": row.get("agent_session"),
         "spec": {"kind": spec.get("kind"), "command": spec.get("command"), "args": list(spec.get("args") or ()),
                  "cwd": spec.get("cwd"), "env_names": list(spec.get("env_names") or ()), "host": spec.get("host")},
     }
+    if spec.get("worktree") is not None:  # where restore re-makes a worktree and `worktree remove` acts: signed too
+        document["spec"]["worktree"] = spec["worktree"]  # absent: the same bytes as before, old signatures hold
     return json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode("ascii")
 
 

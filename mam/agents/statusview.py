@@ -92,12 +92,18 @@ def status_document(app: App, servers: Sequence[str] = (), *, with_state: bool =
     keys = {r.server_key for r in rows} | {(app.backend_name, s, there) for s in servers
                                            if explicit is not None or not any(r.server == s for r in rows)}
     reading = with_state or bool(only_states)
+    from mam.agents.worktrees import read_states  # start-up: git only for rows that have a worktree
+
+    worktrees = read_states(app, rows)  # one `git status` per worktree, beside the servers' fan-out
     outcomes, states = observe(app, rows, keys, reading)
+    work = worktrees()
     sessions = []
     seen = []
     for row in rows:
         key = row.server_key
         entry = session_entry(row, outcomes.get(key))
+        if row.key in work:
+            entry["worktree"] = work[row.key]
         if reading:
             add_state(entry, outcomes.get(key), states.get(key, {}))
         else:

@@ -51,20 +51,32 @@ def spawn(ctx: typer.Context,
           trust_spec: Annotated[bool, typer.Option(
               "--trust-spec", help="run it even when the workspace's .mam/states.yaml puts words into its argv "
                                    "(mam shows them and refuses without this, or a yes at a terminal)")] = False,
+          worktree: Annotated[bool, typer.Option(
+              "--worktree", help="start it in a git worktree of its own, .mam/worktrees/NAME of the repository "
+                                 "(--cwd's, else the workspace's), on --branch")] = False,
+          branch: Annotated[str | None, typer.Option(
+              "--branch", metavar="BRANCH", help="with --worktree: its branch, new from HEAD or an existing one "
+                                                 "(default mam/NAME)")] = None,
           as_json: Json = False) -> int:
     call = begin(ctx, as_json, takes_trailing=True)
     from mam.commands.lifecycle import spawn_document
 
+    if branch is not None and not worktree:
+        raise MamError("usage", "--branch is for --worktree", hint=f"mam spawn {name} --worktree --branch {branch}")
+
     ask = _ask if not call.json and sys.stdin is not None and sys.stdin.isatty() else None  # never in a script
     doc = spawn_document(call.open(), name, agent=agent, server=server, cwd=cwd, command=command,
                          args=[*(args or ()), *call.trailing], env_names=env or [], progress=not call.json,
-                         host=host, trust_spec=trust_spec, ask=ask)
+                         host=host, trust_spec=trust_spec, ask=ask,
+                         worktree=(branch or "") if worktree else None)
     s = doc["session"]
     from mam.util.render import visible
 
     on = f" on {s['host']}" if s.get("host") else ""
+    branch = f", branch {doc['worktree']['branch']}" if doc.get("worktree") else ""
     emit(doc, call.json, None if call.json else visible(f"{s['name']} is {s['status']} on {s['backend']} server "
-                                                        f"{s['server']}{on} (pane {s['pane_id']}, cwd {s['cwd']})"))
+                                                        f"{s['server']}{on} (pane {s['pane_id']}, cwd {s['cwd']}"
+                                                        f"{branch})"))
     return 0
 
 
@@ -82,10 +94,15 @@ def stop(ctx: typer.Context,
              "--all", help="every running or starting agent (of --server, --host, --backend when given)")] = False,
          yes: Annotated[bool, typer.Option("--yes", "-y", help="with --all: do not ask first")] = False,
          host: HostFilter = None,
+         remove_worktree: Annotated[bool, typer.Option(
+             "--remove-worktree", help="then remove its worktree, only when nothing would be lost (as `mam "
+                                       "worktree remove`)")] = False,
          as_json: Json = False) -> int:
     call = begin(ctx, as_json)
     from mam.util.render import visible
 
+    if remove_worktree and (all_rows or name is None):
+        raise MamError("usage", "--remove-worktree is for one NAME", hint="mam stop NAME --remove-worktree")
     if all_rows:
         return _stop_all(call, name, server, force, yes, host)
     if name is None:
@@ -97,6 +114,10 @@ def stop(ctx: typer.Context,
     doc = stop_document(call.open(), name, server, force=force, progress=not call.json, host=host)
     # Without a row (--force), nothing was marked: say what the server showed, not a registry status.
     said = f"{doc['status']} ({doc['message']})" if doc["registered"] else f"no row to mark; {doc['message']}"
+    if remove_worktree and doc["registered"]:
+        if not call.json:
+            sys.stdout.write(visible(f"{doc['name']} on {doc['backend']} server {doc['server']}: {said}") + "\n")
+        return _remove_worktree(call, call.open(), name, doc["server"], doc["host"] or host, False, False, doc)
     emit(doc, call.json, None if call.json else visible(f"{doc['name']} on {doc['backend']} server "
                                                         f"{doc['server']}: {said}"))
     return 0
@@ -181,9 +202,26 @@ def forget(ctx: typer.Context,
            force: Annotated[bool, typer.Option("--force",
                                                help="forget rows registered starting or running too")] = False,
            dry_run: DryRun = False,
+           remove_worktree: Annotated[bool, typer.Option(
+               "--remove-worktree", help="remove each one's worktree first, only when nothing would be lost (as "
+                                         "`mam worktree remove`); a row whose worktree stays is not forgotten")
+           ] = False,
            as_json: Json = False) -> int:
     call = begin(ctx, as_json)
     from mam.commands.forget import forget_document
+
+    if remove_worktree and not dry_run:
+        from mam.commands.worktree import remove_document
+
+        app = call.open()
+        for name in names:
+            done = remove_document(app, name, server)
+            if not done["removed"]:
+                from mam.agents.worktrees import Losses, Removal, refusal_text
+
+                found = Losses.from_json(done["would_lose"])
+                raise MamError("operation_failed", refusal_text(name, done["worktree"], Removal(False, found))
+                               .replace("\n", "; "), hint="nothing was forgotten")
 
     doc = forget_document(call.open(), names, server, force=force, dry_run=dry_run)
     emit(doc, call.json, _removed_text(doc))
@@ -262,3 +300,81 @@ def restore(ctx: typer.Context,
     skipped = bool(names) and not dry_run and doc["counts"]["skipped"] > 0
     untrusted = not dry_run and doc["counts"]["untrusted"] > 0
     return 1 if doc["counts"]["failed"] or skipped or untrusted else code
+
+
+Server = Annotated[str | None, typer.Option("--server", metavar="NAME", autocompletion=complete.servers,
+                                            help="its server, when the name is on several")]
+
+
+def worktree_remove(ctx: typer.Context,
+                    name: Annotated[str, typer.Argument(metavar="NAME", autocompletion=complete.agents,
+                                                        help="the agent whose worktree goes")],
+                    server: Server = None,
+                    force: Annotated[bool, typer.Option(
+                        "--force", help="remove it even with work in it, after saving all of that to a mam/lost/ "
+                                        "branch")] = False,
+                    delete_branch: Annotated[bool, typer.Option(
+                        "--delete-branch", help="delete its branch too, on the same rule")] = False,
+                    host: HostFilter = None,
+                    as_json: Json = False) -> int:
+    call = begin(ctx, as_json)
+    return _remove_worktree(call, call.open(), name, server, host, force, delete_branch)
+
+
+def _remove_worktree(call: Any, app: Any, name: str, server: str | None, host: str | None, force: bool,
+                     delete_branch: bool, doc: dict[str, Any] | None = None) -> int:
+    """Remove NAME's worktree and say how it went; `doc`: the document of the stop before it, which this one
+    joins (`worktree`)."""
+    from mam.agents.worktrees import refusal_text
+    from mam.commands.worktree import remove_document
+    from mam.util.render import visible
+
+    removal = remove_document(app, name, server, host, force=force, delete_branch=delete_branch)
+    record = removal["worktree"]
+    if removal["removed"]:
+        text = f"{name}: worktree {record['path']} " + ("was gone already" if removal["already_gone"] else "removed")
+        if removal["saved_to"]:
+            text += f"; its work is saved in branch {removal['saved_to']}"
+        text += f"; branch {record['branch']} " + ("deleted" if removal["branch_deleted"] else "kept")
+    else:
+        from mam.agents.worktrees import Losses, Removal
+
+        found = Losses.from_json(removal["would_lose"])
+        text = refusal_text(name, record, Removal(False, found))
+    if doc is not None:
+        doc["worktree"] = removal
+        emit(doc, call.json, None)
+        if not call.json:
+            sys.stdout.write("".join(visible(line) + "\n" for line in text.split("\n")))
+    elif call.json or removal["removed"]:
+        emit(removal, call.json, None if call.json else visible(text))
+    else:
+        sys.stderr.write("mam: " + "\n".join(visible(line) for line in text.split("\n")) + "\n")
+    return 0 if removal["removed"] else 1
+
+
+def worktree_list(ctx: typer.Context, as_json: Json = False) -> int:
+    call = begin(ctx, as_json)
+    from mam.commands.worktree import list_document
+    from mam.util.render import visible
+
+    doc = list_document(call.open())
+    from mam.util.render import work_text
+
+    lines = [visible(f"{e['name']} ({e['status']}): {e['path']} on {e['branch']}: {work_text(e)}")
+             for e in doc["worktrees"]]
+    emit(doc, call.json, None if call.json else "\n".join(lines or ["no worktree made by mam"]))
+    return 0
+
+
+def worktree_prune(ctx: typer.Context, dry_run: DryRun = False, as_json: Json = False) -> int:
+    call = begin(ctx, as_json)
+    from mam.commands.worktree import prune_document
+    from mam.util.render import visible
+
+    doc = prune_document(call.open(), dry_run)
+    verb = "would prune" if dry_run else "pruned"
+    lines = [visible(f"{e['name']}: {e['path']} is gone: " + (f"{verb} its record" if e["pruned"] else e["reason"]))
+             for e in doc["pruned"]]
+    emit(doc, call.json, None if call.json else "\n".join(lines or ["no worktree record to prune"]))
+    return 0

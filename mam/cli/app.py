@@ -141,6 +141,17 @@ _group("shim", "Shims that route herdr, tmux and zellij through `mam exec`.", "i
 _group("skills", "Agent skills that drive mam.", "install", tools.skills_install,
        "Copy the multi-agent-mux skills (status, monitor, spawn) into a project.")
 
+worktree_group = _typer()
+worktree_group.callback()(_group_help)
+_add(worktree_group, "remove", agents.worktree_remove, "Remove an agent's worktree only when nothing would be lost "
+                                                       "(else list what would be); --force saves it all to a "
+                                                       "mam/lost/ branch first.")
+_add(worktree_group, "list", agents.worktree_list, "Every worktree mam made: its agent, branch and the state of its "
+                                                   "work.")
+_add(worktree_group, "prune", agents.worktree_prune, "Drop the records of worktrees whose folder is gone.")
+app.add_typer(worktree_group, name="worktree", help="The git worktrees of agents spawned with --worktree.")
+ORDER.append("worktree")
+
 hooks_group = _typer()
 hooks_group.callback()(_group_help)
 _add(hooks_group, "install", hooks.install, "Add mam's entries to each agent's own hook settings (Claude Code, Codex, "

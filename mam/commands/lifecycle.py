@@ -211,23 +211,33 @@ def remote_directory(app: App, cwd: str | None, host: str) -> Path:
 def spawn_document(app: App, name: str, *, agent: str | None, server: str | None, cwd: str | None,
                    command: str | None, args: list[str], env_names: list[str] | None = None,
                    progress: bool = False, host: str | None = None, trust_spec: bool = False,
-                   ask: Callable[[dict[str, Any]], bool] | None = None) -> dict[str, Any]:
+                   ask: Callable[[dict[str, Any]], bool] | None = None,
+                   worktree: str | None = None) -> dict[str, Any]:
     """`progress`: say on stderr, when it is a terminal, what a wait of more than a second waits for.
     `env_names`: variables whose current value the agent gets; the row records their names only.
     `host`: the SSH destination of the server (None: $MAM_HOST, else this machine).
     `trust_spec`: run an argv that holds words of the workspace's .mam/states.yaml; `ask`: asks the user about
-    it, seeing its entry (argv, the argv without the workspace, cwd, env_names); without either it is refused."""
+    it, seeing its entry (argv, the argv without the workspace, cwd, env_names); without either it is refused.
+    `worktree`: start it in a git worktree of its own on this branch ("" for mam/NAME; mam.agents.worktrees)."""
     check_name(name, "agent name")
     server = default_server(app, server)
     there = chosen_host(app, host)
     route = app.route(there)
     with remote_route(route):
-        return _spawn(app, name, agent, server, cwd, command, args, env_names, progress, there, trust_spec, ask)
+        if worktree is None:
+            return _spawn(app, name, agent, server, cwd, command, args, env_names, progress, there, trust_spec, ask)
+        from mam.agents import worktrees
+
+        # Held from before the worktree is made until its row is claimed: a `mam worktree remove` of the name
+        # never sees a worktree without its row, nor a row without its folder.
+        with worktrees.name_lock(app.workspace.dot_mam, name):
+            return _spawn(app, name, agent, server, cwd, command, args, env_names, progress, there, trust_spec, ask,
+                          worktree or worktrees.default_branch(name))
 
 
 def _spawn(app: App, name: str, agent: str | None, server: str, cwd: str | None, command: str | None,
            args: list[str], env_names: list[str] | None, progress: bool, there: str, trust_spec: bool = False,
-           ask: Callable[[dict[str, Any]], bool] | None = None) -> dict[str, Any]:
+           ask: Callable[[dict[str, Any]], bool] | None = None, branch: str | None = None) -> dict[str, Any]:
     if command is None and agent is not None and agent not in agent_programs() and agent in app.kinds.kinds:
         # a kind of the library (`generic`, one of .mam/states.yaml) names screen rules, not a program to run
         raise MamError("usage", f"--agent {agent} alone: mam has no program to run for that kind",
@@ -250,6 +260,12 @@ def _spawn(app: App, name: str, agent: str | None, server: str, cwd: str | None,
                        hint="set it, or leave that --env out")
     with_env(argv, assignments)  # a program it cannot pass them to is refused before anything starts
     directory = checked_directory(cwd) if not there else remote_directory(app, cwd, there)
+    if branch is not None:  # bad input (no repository, a branch git refuses) is refused before anything is made
+        from mam.agents import worktrees
+
+        base_dir = str(directory if cwd or there else app.workspace.root)
+        worktrees.check_branch(base_dir, branch, app.timeout, app.backend_env)
+        worktrees.repository(base_dir, app.timeout, app.backend_env)
     backend = app.plugins.backend(app.backend_name)
     spec = app.plugins.spec(app.backend_name)
     refuse_unkept_name(spec, name)
@@ -296,7 +312,14 @@ def _spawn(app: App, name: str, agent: str | None, server: str, cwd: str | None,
     kind = agent or Path(argv[0]).name
     token = secrets.token_hex(8)
     blocked: list[Row] = []
+    made: dict[str, Any] | None = None
+    if branch is not None:
+        made = worktrees.make(base_dir, name, branch, app.timeout, app.backend_env, local=not there,
+                              registered=_signed_worktree(app, known))
+        directory = Path(made["path"])
     recorded = launch_spec(agent, command, args, str(directory), names)
+    if made is not None:
+        recorded["worktree"] = made
     assert spec_key is not None
     signature = specsign.sign(spec_key, specsign.row_fields(name, app.backend_name, server, there, kind, session),
                               recorded)  # restore runs the spec only while it is what this spawn wrote
@@ -319,7 +342,19 @@ def _spawn(app: App, name: str, agent: str | None, server: str, cwd: str | None,
                               failed={"spawn_failed": True})
     finally:
         inflight.release(token)
-    return {"schema": 1, "session": session_entry(row, outcome)}
+    doc: dict[str, Any] = {"schema": 1, "session": session_entry(row, outcome)}
+    if made is not None:
+        doc["worktree"] = made
+    return doc
+
+
+def _signed_worktree(app: App, row: Row | None) -> dict[str, Any] | None:
+    """The worktree the row of this name records, when this user's mam signed it: the only one a spawn reuses."""
+    if row is None or row.spec is None or not isinstance(row.spec.get("worktree"), dict):
+        return None
+    from mam.agents.worktrees import signature_of
+
+    return row.spec["worktree"] if signature_of(app, row) == "signed" else None
 
 
 def stop_document(app: App, name: str, server: str | None, *, force: bool = False,

@@ -136,12 +136,38 @@ def _spec(raw: dict[str, Any], list_key: str, index: int) -> dict[str, Any] | No
         value = spec.get(key)
         if value is not None and (not isinstance(value, list) or not all(isinstance(v, str) for v in value)):
             raise _Invalid(f"spec.{key} must be a list of strings, got {quote.shown(value)}", list_key, index, "spec")
+    _worktree(spec, list_key, index)
     if spec.get("kind") is not None and spec.get("command") is not None:
         raise _Invalid("spec holds both kind and command: keep one", list_key, index, "spec")
     for name in spec.get("env_names") or ():
         if not ENV_NAME.fullmatch(name):
             raise _Invalid(f"spec.env_names: {quote.shown(name)} is not a variable name", list_key, index, "spec")
     return spec
+
+
+WORKTREE_STRINGS = ("path", "branch", "base", "repo")
+
+
+def _worktree(spec: dict[str, Any], list_key: str, index: int) -> None:
+    """A spec's `worktree:` (mam spawn --worktree): absolute paths, a branch, a commit, and whether mam made it."""
+    worktree = spec.get("worktree")
+    if worktree is None:
+        return
+    if not isinstance(worktree, dict):
+        raise _Invalid(f"spec.worktree must be a mapping like {{path: /repo/.mam/worktrees/a, branch: mam/a, ...}}, "
+                       f"got {quote.shown(worktree)}", list_key, index, "spec")
+    for key in WORKTREE_STRINGS:
+        value = worktree.get(key)
+        if not isinstance(value, str) or not value or "\0" in value:
+            raise _Invalid(f"spec.worktree.{key} must be a string, got {quote.shown(value)}", list_key, index, "spec")
+    for key in ("path", "repo"):
+        if not worktree[key].startswith("/"):
+            raise _Invalid(f"spec.worktree.{key} must be an absolute path, got {quote.shown(worktree[key])}",
+                           list_key, index, "spec")
+    if not isinstance(worktree.get("made_by_mam"), bool):
+        made = worktree.get("made_by_mam")
+        raise _Invalid(f"spec.worktree.made_by_mam must be true or false, got {quote.shown(made)}",
+                       list_key, index, "spec")
 
 
 INT_FIELDS = ("restore_count", "exit_status", "exit_signal")  # each a whole number, at least 0, or null

@@ -246,11 +246,24 @@ def _sessions_table(sessions: Sequence[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def work_text(state: dict[str, Any]) -> str:
+    """The state of a worktree's work in words (mam status, mam worktree list): unread is never clean."""
+    if state.get("state") in ("clean", "dirty"):
+        pushed = "no upstream" if state.get("upstream") is None else f"{state.get('unpushed')} unpushed"
+        return f"{state['state']}, {state.get('uncommitted')} uncommitted file(s), {pushed}"
+    return str(state.get("state")) + (f" ({state['why']})" if state.get("why") else "")
+
+
 def status_text(doc: dict[str, Any], servers: Sequence[str] = (), host: str | None = None) -> str:
     parts = [f"workspace {visible(doc['workspace'])}"]  # a directory's name may hold escape sequences
     sessions = doc["sessions"]
     if sessions:
         parts.extend(_sessions_table(sessions))
+        worked = [s for s in sessions if s.get("worktree")]
+        if worked:  # below the table: its columns stay as they are
+            parts.append("")
+            parts.extend(visible(f"{s['name']}: worktree on {s['worktree'].get('branch')}: "
+                                 f"{work_text(s['worktree'])}") for s in worked)
     elif doc.get("state_filter"):
         parts.append(f"no agent is {' or '.join(doc['state_filter'])}")
     elif servers:
