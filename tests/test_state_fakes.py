@@ -251,7 +251,7 @@ def test_the_kind_comes_from_the_row_else_the_pane_command() -> None:
      "a prompt at the cursor, but its screen changed 1 s ago"),
     (PaneCapture(text="me@box:~/repo$ \n", idle_seconds=5.0, seen=True), "idle", None),
     (PaneCapture(text="me@box:~/repo$ \n"), "unknown", "does not say when"),
-    (PaneCapture(text="total 12\nREADME.md\n", idle_seconds=5.0, seen=True), "unknown", "no rule matches"),
+    (PaneCapture(text="total 12\nsrc\nbuild\n", idle_seconds=5.0, seen=True), "unknown", "no rule matches"),
 ])
 def test_a_plain_commands_prompt_is_idle_once_its_screen_is_quiet(capture: PaneCapture, state: str,
                                                                    fact: str | None) -> None:
