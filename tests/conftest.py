@@ -44,15 +44,16 @@ os.environ["XDG_RUNTIME_DIR"] = str(RUNTIME_DIR)
 
 def _end_runtime_dir() -> None:
     """The worker's shared ssh connections end with it (they would linger for ControlPersist), then its folder."""
-    sockets = RUNTIME_DIR / "mam-ssh"
-    for sock in sorted(sockets.iterdir()) if sockets.is_dir() else []:
-        if sock.is_socket():
-            subprocess.run(["ssh", "-o", f"ControlPath={sock}", "-O", "exit", "mam-test"], capture_output=True,
-                           timeout=10, stdin=subprocess.DEVNULL, check=False)
+    _end_ssh_masters()
     shutil.rmtree(RUNTIME_DIR, ignore_errors=True)
 
 
 atexit.register(_end_runtime_dir)
+
+# Every process a test starts in base_env's environment carries this mark, one value per pytest process (each
+# xdist worker imports this file on its own): what is left of them when the worker's tests are over is what its
+# tests left behind, and no other run on this machine carries the same value (pytest_sessionfinish below).
+RUN_MARK = ("MAM_TEST_RUN", uuid.uuid4().hex)
 
 
 def clean_environ() -> dict[str, str]:
@@ -64,7 +65,7 @@ def base_env(home: Path, **variables: str) -> dict[str, str]:
     pinned, the fakes first on PATH (run on this very interpreter, found before any wrapper, which
     would cost start-up on every call), plus `variables`."""
     env = clean_environ()
-    env.update({"HOME": str(home), "NO_COLOR": "1",
+    env.update({"HOME": str(home), "NO_COLOR": "1", RUN_MARK[0]: RUN_MARK[1],
                 "PATH": os.pathsep.join([str(FAKES), str(Path(sys.executable).parent),
                                          env.get("PATH", "/usr/bin:/bin")])})
     env.update(variables)
@@ -92,6 +93,21 @@ def live_processes_with(variable: str, value: str) -> dict[int, str]:
         except OSError:
             continue
     return found
+
+
+def end_processes_with(variable: str, value: str, limit: float = 10) -> None:
+    """Every process whose environment holds `variable`=`value` ended: asked (SIGTERM) for 2 s, then killed."""
+    deadline = time.monotonic() + limit
+    while left := [pid for pid in live_processes_with(variable, value) if pid != os.getpid()]:
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL if time.monotonic() > deadline - limit + 2 else signal.SIGTERM)
+            except OSError:
+                pass
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+
 
 @dataclass
 class FakeHerdr:
@@ -403,26 +419,7 @@ class ZellijKit:
         """Every session killed, then any process still holding this kit's socket folder in its environment (a
         server, a pane's program) killed: no test leaves a zellij running."""
         self.run("kill-all-sessions", "--yes")
-        marker = f"ZELLIJ_SOCKET_DIR={self.socket_dir}".encode()
-        deadline = time.monotonic() + 10
-        while True:
-            left = []
-            for proc in Path("/proc").iterdir():
-                if not proc.name.isdigit() or int(proc.name) == os.getpid():
-                    continue
-                try:
-                    if marker in (proc / "environ").read_bytes().split(b"\0"):
-                        left.append(int(proc.name))
-                except OSError:
-                    continue
-            for pid in left:
-                try:
-                    os.kill(pid, signal.SIGKILL if time.monotonic() > deadline - 8 else signal.SIGTERM)
-                except OSError:
-                    pass
-            if not left or time.monotonic() > deadline:
-                break
-            time.sleep(0.2)
+        end_processes_with("ZELLIJ_SOCKET_DIR", str(self.socket_dir))
 
 
 @pytest.fixture(params=["fake", "real"])
@@ -508,3 +505,54 @@ def hd(request: pytest.FixtureRequest, ws: Workspace) -> Iterator[HerdrKit]:
         yield kit
     finally:
         kit.cleanup()
+
+
+# The session-end check: no test leaves a process. What a worker's tests left (processes carrying its RUN_MARK,
+# after every fixture's teardown) is killed and named; the run fails. Under pytest-xdist each worker checks its
+# own and hands its list to the main process (workeroutput), which names them and fails the run.
+_LEFT_KEY = "mam_left_processes"
+_left: list[str] = []
+
+
+def _end_ssh_masters() -> None:
+    """The worker's shared ssh connections (ControlPersist masters, which outlive a test by design) end first."""
+    sockets = RUNTIME_DIR / "mam-ssh"
+    for sock in sorted(sockets.iterdir()) if sockets.is_dir() else []:
+        if sock.is_socket():
+            subprocess.run(["ssh", "-o", f"ControlPath={sock}", "-O", "exit", "mam-test"], capture_output=True,
+                           timeout=10, stdin=subprocess.DEVNULL, check=False)
+
+
+def left_processes(grace: float = 5) -> list[str]:
+    """This process's tests' processes still alive after `grace` seconds (one dying as a test ends may still be
+    there for a moment), as `pid command line`; each is then killed."""
+    _end_ssh_masters()
+    deadline = time.monotonic() + grace
+    while (left := live_processes_with(*RUN_MARK)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    end_processes_with(*RUN_MARK)
+    return [f"{pid} {cmdline}" for pid, cmdline in sorted(left.items())]
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # an xdist worker: the main process reports
+        workeroutput[_LEFT_KEY] = left_processes()
+        return
+    _left.extend(left_processes())
+    if _left and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: pytest without xdist has none
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """An xdist worker's list of what its tests left behind (pytest_sessionfinish)."""
+    _left.extend(getattr(node, "workeroutput", {}).get(_LEFT_KEY, []))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _left:
+        terminalreporter.section("processes left behind by the tests (killed now)", red=True)
+        for line in _left:
+            terminalreporter.line(" ".join(line.split())[:300])
+        terminalreporter.line("The run fails: no test may leave a process (tests/conftest.py, RUN_MARK).")

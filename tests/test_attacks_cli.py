@@ -94,8 +94,9 @@ def test_a_hung_server_answers_within_the_time_limit(ws: Workspace, tmux: Tmux) 
     assert doc["servers"][0]["error"]["kind"] == "timeout"
     assert doc["sessions"][0]["live"] == "unknown"
     # The limit plus the kill, start-up taken out; it was the limit plus 2 s while mam waited on the server's
-    # pipes. The margin (1.2 s) is for a loaded machine; the old bug needed at least 4 s.
-    assert elapsed < 3.2, (elapsed, baseline)
+    # pipes. The margin (1.8 s) is for a loaded 2-core machine (1.2 s was missed by 12 ms at load 12); the old
+    # bug needed at least 4 s.
+    assert elapsed < 3.8, (elapsed, baseline)
 
 
 def _default_signals() -> None:

@@ -94,7 +94,7 @@ def test_a_screen_reader_that_does_not_answer_is_killed_and_replaced(fresh_reade
     verdict = fresh_reader.classify(library, "slow", "ready\n", 0.5, None)
     took = time.monotonic() - began
     assert (verdict.state, verdict.overtime) == ("unknown", LOST), verdict
-    assert took < 0.5 + worker.GRACE + 1.5, took
+    assert took < 0.5 + worker.GRACE + 5, took  # room for a loaded machine; unbounded before
     assert child.proc.poll() is not None  # killed, not left stopped
     # The next screen starts a new reader, which answers.
     assert fresh_reader.classify(library, "slow", "ready\n", 0.5, None).state == "idle"

@@ -157,6 +157,44 @@ def test_a_yes_at_a_terminal_is_consent_to_the_workspace_words(ws: Workspace, tm
         assert not server_up(tmux, server) and registered(ws) == []
 
 
+MYBOT = "schema: 1\nkinds:\n  mybot:\n    programs: [mybot]\n    rules:\n      - {id: mybot.ready, state: idle, " \
+        "pattern: '^mybot>', lines: 2}\n"
+
+
+@pytest.mark.parametrize("consent", ["--trust-spec", "y at a terminal"])
+def test_a_workspace_kind_is_spawned_by_name_only_with_consent(ws: Workspace, tmux: Tmux, tmp_path: Path,
+                                                               consent: str) -> None:
+    """docs/states.md: a kind with `programs` is started by its first, by name. A workspace's kind naming its
+    program is the workspace choosing what runs: shown, and run only with the user's consent."""
+    server = tmux.name()
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "mybot").write_text("#!/bin/sh\necho 'mybot>'\nsleep 600\n")
+    (bin_dir / "mybot").chmod(0o755)
+    ws.env["PATH"] = os.pathsep.join([str(bin_dir), ws.env["PATH"]])
+    states(ws, MYBOT)
+    spawn = ("spawn", "bot", "--agent", "mybot", "--server", server, "--cwd", str(ws.root))
+    proc = ws.mam(*spawn)  # no terminal, no --trust-spec: refused before anything starts
+    assert proc.returncode == 1, (proc.stdout, proc.stderr)
+    assert "program is named by this workspace's .mam/states.yaml" in proc.stderr and "`mybot`" in proc.stderr
+    assert "--trust-spec" in proc.stderr
+    assert not server_up(tmux, server) and registered(ws) == []
+    if consent == "--trust-spec":
+        proc = ws.mam(*spawn, "--trust-spec")
+    else:
+        proc = at_a_terminal(ws, b"y\n", *spawn)
+        assert "  argv: mybot" in proc.stderr and "run it, and sign it as yours? [y/N]" in proc.stderr
+    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    assert Path(pane_argv(tmux, server, "bot")[-1]).name == "mybot"
+    row = yaml.safe_load(ws.registry.read_text())["sessions"][0]
+    assert (row["name"], row["agent"], row["spec"]["command"]) == ("bot", "mybot", "mybot") and row["spec_sig"]
+    # A shipped kind's program needs nothing; a kind with no program is refused as before.
+    states(ws, "schema: 1\nkinds:\n  rulesonly:\n    rules:\n      - {id: rulesonly.x, state: idle, "
+               "pattern: 'x', lines: 1}\n")
+    proc = ws.mam("spawn", "r", "--agent", "rulesonly", "--server", server)
+    assert proc.returncode == 2 and "no program to run" in proc.stderr, proc.stderr
+
+
 def test_json_at_a_terminal_never_asks(ws: Workspace, tmux: Tmux, claude: Path) -> None:
     server = tmux.name()
     states(ws, EVIL_CLAUDE)

@@ -137,13 +137,14 @@ def test_backends_shows_the_operations_each_declares_and_leaves_out(ws: Workspac
     doc = ws.mam_json("backends")
     tmux = next(b for b in doc["backends"] if b["name"] == "tmux")
     assert tmux["operations"] == ["spawn", "stop", "send", "capture", "client_argv", "remains"]
-    assert tmux["left_out"] == ["state"]
+    assert tmux["left_out"] == ["state", "read_pane"]  # peek reads its capture; it has attach_argv
     herdr = next(b for b in doc["backends"] if b["name"] == "herdr")
     assert "remains" in herdr["left_out"] and "remains" not in herdr["operations"]
     text = ws.mam("backends").stdout.splitlines()
     head = next(i for i, line in enumerate(text) if line.split()[:3] == ["BACKEND", "OPERATIONS", "LEFT"])
     rows = {line.split()[0]: line for line in text[head + 1:] if line.strip()}
-    assert "spawn, stop, send, capture, client_argv, remains" in rows["tmux"] and rows["tmux"].endswith("state")
+    assert "spawn, stop, send, capture, client_argv, remains" in rows["tmux"]
+    assert rows["tmux"].endswith("state, read_pane")
 
 
 def _imports(path: Path) -> set[str]:

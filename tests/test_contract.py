@@ -14,7 +14,7 @@ from typing import ClassVar
 
 import pytest
 
-from conftest import FAKES, FakeHerdr, base_env
+from conftest import FAKES, FakeHerdr, base_env, end_processes_with
 from mam.plugin.records import Backend, Failure, SpawnRequest
 from mam.testing import BackendContract, FakeRunner
 from mam_herdr.backend import HerdrBackend
@@ -76,8 +76,13 @@ class TestZellijContract(BackendContract):
         return ZellijBackend()
 
     @pytest.fixture
-    def env(self, tmp_path: Path) -> dict[str, str]:
-        return base_env(tmp_path, ZELLIJ_SOCKET_DIR=str(tmp_path / "z"))
+    def env(self, tmp_path: Path) -> Iterator[dict[str, str]]:
+        env = base_env(tmp_path, ZELLIJ_SOCKET_DIR=str(tmp_path / "z"))
+        yield env
+        # The fake's sessions end as zellij's do, with every pane's program (the spawn/send/capture tests' `cat`)
+        subprocess.run([str(FAKES / "zellij"), "kill-all-sessions", "--yes"], env=env, capture_output=True,
+                       timeout=30, stdin=subprocess.DEVNULL, check=False)
+        end_processes_with("ZELLIJ_SOCKET_DIR", env["ZELLIJ_SOCKET_DIR"])
 
     @pytest.fixture
     def empty_server(self, env: dict[str, str]) -> str:

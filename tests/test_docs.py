@@ -155,3 +155,19 @@ def test_docs_cli_has_every_environment_variable_and_exit_code() -> None:
     json_doc = (ROOT / "docs" / "json.md").read_text()
     for code in errors._EXIT_BY_CODE:
         assert f"`{code}`" in CLI_DOC and f"`{code}`" in json_doc, f"error code {code} is not documented"
+
+
+def test_every_rule_id_the_docs_quote_is_in_the_shipped_library() -> None:
+    """`claude.input` in an example row is a rule a user can look up in mam/kinds/agents.yaml (`mam kinds`):
+    every `<shipped kind>.<name>` in README.md and docs/ (a file name such as `claude.json` aside) exists."""
+    from mam.kinds.library import load_library
+
+    library = load_library(None)
+    ids = {rule.id for kind in library.kinds.values() for rule in kind.rules}
+    kinds = "|".join(sorted(map(re.escape, library.kinds), key=len, reverse=True))
+    files = r"(?:json|md|yaml|yml|toml|sh|py|txt|log|lock)\b"
+    quoted = re.compile(rf"(?<![\w./-])(?:{kinds})\.(?!{files})[a-z][a-z0-9_]*\b(?![./-]\w)")
+    missing = [f"{path.relative_to(ROOT)}: {found}"
+               for path in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+               for found in quoted.findall(path.read_text()) if found not in ids]
+    assert not missing, missing

@@ -198,7 +198,7 @@ def test_report_drain_is_bounded(ws: Workspace, tmp_path: Path) -> None:
         os.write(write_fd, b"abc")
         start = time.monotonic()
         assert drain(read_fd, idle=0.2) == 3
-        assert 0.15 <= time.monotonic() - start < 2
+        assert 0.15 <= time.monotonic() - start < 5  # room for a loaded machine; the idle time ends it
         os.write(write_fd, b"x" * 1000)
         assert drain(read_fd, limit=100, idle=0.2) == 100  # the size bound
     finally:
@@ -429,7 +429,7 @@ def test_report_returns_on_an_endless_or_trickling_stdin(ws: Workspace) -> None:
     try:
         start = time.monotonic()
         assert drain(read_fd, idle=0.5, total=0.6) > 0
-        assert time.monotonic() - start < 1.5  # the total bound, however slowly it writes
+        assert time.monotonic() - start < 5  # the total bound (0.6 s), however slowly it writes; room for load
     finally:
         stop.set()
         writer.join(timeout=5)

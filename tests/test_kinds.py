@@ -413,6 +413,8 @@ SAMPLES: dict[str, list[str]] = {
     "generic.proceed": ["Delete 3 files.\nDo you want to proceed?\n"],
     "generic.yes_no": ["Continue? [Y/n] \n", "Really? (y/n): \n", "Overwrite? (Y)es/(N)o [Yes]:\n"],
     "generic.press_enter": ["Installed.\nPress Enter to continue...\n"],
+    "generic.prompt": ["Python 3.11.7\n>>> \n", "me@box:~/repo$ \n", "root@box:/# \n", "sqlite> \n", "❯ \n",
+                       "irb(main):001:0> \n", "% \n"],
     "claude.permission": [" Do you want to make this edit to queue.py?\n ❯ 1. Yes\n   2. No\n",
                           " Do you want to create notes.md?\n ❯ 1. Yes\n",
                           "Do you want to allow this connection?\n ❯ 1. Yes\n"],

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import Workspace, base_env
-from mam.plugin.records import OPERATIONS
+from mam.plugin.records import LOOKED_FOR, OPERATIONS
 from mam.testing.report import TITLE
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -141,6 +141,9 @@ def test_each_operation_left_out_is_one_line_of_the_report_without_rs(tmp_path: 
     section = _section(proc.stdout)
     for operation, (_, without) in OPERATIONS.items():
         assert section.count(f"gen: {operation}: not declared ({without})") == 1, section
+    # what peek and attach look for on the object, which it does not have either
+    for name, (_, without) in LOOKED_FOR.items():
+        assert section.count(f"gen: {name}: not implemented ({without})") == 1, section
     # and the checks its fixtures gave nothing for, one line each
     assert "gen: bootstrap: not checked: the bootstrap_server fixture gives none" in section
     assert "gen: list: not checked: the populated_server fixture gives none" in section
@@ -154,6 +157,32 @@ def test_an_unknown_operation_is_a_load_problem(ws: Workspace, tmp_path: Path) -
     assert "declares unknown operations 'sned'" in entry["error"], entry
     proc = ws.mam("--backend", "gen", "status", env=env)
     assert proc.returncode == 4, proc.stderr
+
+
+def test_a_listing_that_misses_its_agents_names_them_in_the_failure(tmp_path: Path) -> None:
+    """The kit's checks are rewritten by pytest: a failure shows the names compared, not a bare AssertionError."""
+    _install(tmp_path / "site", "None")
+    tests = _author_tests(tmp_path)
+    test_file = tests / "test_gen.py"
+    test_file.write_text(test_file.read_text() + textwrap.indent(textwrap.dedent('''
+        @pytest.fixture
+        def populated_server(self):
+            return "up1", ["coder-7"]
+    '''), "    "))
+    proc = _pytest(tests, _env(tmp_path, tmp_path / "site"), tmp_path, "-k", "listing_has_the_contract_shape")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    said = [line for line in proc.stdout.splitlines() if line.startswith("E ")]  # pytest's explanation lines
+    assert any("coder-7" in line for line in said), proc.stdout
+
+
+def test_mam_backends_says_what_peek_and_attach_do_without(ws: Workspace, tmp_path: Path) -> None:
+    _install(tmp_path / "site", "None")
+    env = {**ws.env, "PYTHONPATH": _env(tmp_path, tmp_path / "site")["PYTHONPATH"]}
+    entry = next(b for b in ws.mam_json("backends", env=env)["backends"] if b["name"] == "gen")
+    assert entry["left_out"] == [*OPERATIONS, "read_pane", "attach"], entry
+    table = ws.mam("backends", env={**env, "COLUMNS": "200"}).stdout
+    [row] = [line for line in table.splitlines() if line.startswith("gen ") and "remains" in line]
+    assert row.rstrip().endswith("remains, read_pane, attach"), table
 
 
 @pytest.fixture(scope="module")
@@ -176,8 +205,9 @@ def test_the_guides_example_backend_passes_the_kit(minitmux_site: Path, tmp_path
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert " passed" in proc.stdout and "failed" not in proc.stdout
     # it declares every operation but its own state and remains: those are the lines of the report
-    assert sorted(_section(proc.stdout)) == [f"minitmux: {op}: not declared ({OPERATIONS[op][1]})"
-                                             for op in ("remains", "state")]
+    assert sorted(_section(proc.stdout)) == sorted(
+        [f"minitmux: {op}: not declared ({OPERATIONS[op][1]})" for op in ("remains", "state")]
+        + [f"minitmux: {name}: not implemented ({why})" for name, (_, why) in LOOKED_FOR.items()])
     doc = json.loads(subprocess.run([sys.executable, "-m", "mam", "backends", "--json"], env=env,
                                     capture_output=True, text=True, timeout=60, check=True).stdout)
     entry = next(b for b in doc["backends"] if b["name"] == "minitmux")

@@ -233,10 +233,10 @@ def test_backends_with_a_plugin_that_fails_to_load(ws: Workspace, tmp_path: Path
 
 
 def test_the_backends_schema_names_every_operation() -> None:
-    from mam.plugin.records import OPERATIONS
+    from mam.plugin.records import LOOKED_FOR, OPERATIONS
 
     schema = json.loads((SCHEMAS / "backends.json").read_text())
-    assert schema["$defs"]["operation"]["enum"] == list(OPERATIONS)
+    assert schema["$defs"]["operation"]["enum"] == [*OPERATIONS, *LOOKED_FOR]
 
 
 def test_env_with_removed_and_kept_variables(ws: Workspace) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from conftest import Tmux, Workspace, ZellijKit
-from mam.agents.agentstate import read_capture
+from mam.agents.agentstate import PROMPT_QUIET, PROMPT_RULE, read_capture
 from mam.kinds.classify import classify_screen, cursor_block, screen_lines
 from mam.kinds.library import load_library
 from mam.plugin.records import Agent, CallContext, PaneCapture
@@ -51,10 +51,10 @@ def test_the_corpus_covers_every_kind_and_state_it_draws() -> None:
     found = {(kind, state) for kind, state, _ in SCREENS}
     for kind in SHIPPED.kinds:
         for state in ("working", "blocked", "idle"):
-            if kind != "generic":  # the generic kind has blocked rules only
+            if kind != "generic":  # the generic kind has blocked rules and a plain command's prompt only
                 assert (kind, state) in found, (kind, state)
-    assert ("generic", "blocked") in found and ("generic", "unknown") in found
-    assert (CORPUS / "generic" / "unknown-answered-question.txt").exists()
+    assert {("generic", "blocked"), ("generic", "idle"), ("generic", "unknown")} <= found
+    assert (CORPUS / "generic" / "idle-answered-question.txt").exists()
 
 
 def _below_last_line(text: str) -> int:
@@ -100,9 +100,11 @@ def test_every_rule_runs_over_every_screen_and_each_is_used() -> None:
 def test_an_answered_question_is_not_blocked_where_the_cursor_moved_on() -> None:
     """The bug as a user met it: a question, answered, five more lines and the prompt. The question was within
     the last ten lines, and read `blocked (generic.proceed)` for as long as it stayed on the screen."""
-    text = (CORPUS / "generic" / "unknown-answered-question.txt").read_text()
+    text = (CORPUS / "generic" / "idle-answered-question.txt").read_text()
     for below in (None, 0, 3):
-        assert classify_screen(SHIPPED, None, text, below_cursor=below).state == "unknown"
+        assert classify_screen(SHIPPED, None, text, below_cursor=below).state != "blocked"
+    # Where the cursor is, on the shell's prompt it went back to: a plain command's prompt (generic.prompt).
+    assert classify_screen(SHIPPED, None, text, below_cursor=0).rule == "generic.prompt"
     # The cursor still on the question's line (nothing typed yet, the lines under it drawn by something else):
     # blocked, whatever lies below.
     asked = "Do you want to proceed? (y/n) \nstatus: 3 jobs queued\nnext run: 10:00\n"
@@ -146,6 +148,7 @@ def test_every_screen_reads_its_state_in_a_real_tmux_pane(ws: Workspace, tmux: T
         return all(screen_lines(c.text or "") for c in captured.values()) and len(captured) == len(agents)
 
     _settle(drawn, "the panes did not draw their screens")
+    time.sleep(PROMPT_QUIET + 1)  # a plain command's prompt is idle once quiet (tmux counts whole seconds)
     captured = backend.capture_panes(server, agents, ctx)
     assert isinstance(captured, dict)
     wrong = {}
@@ -187,7 +190,9 @@ def test_every_screen_reads_its_state_in_a_zellij_pane(ws: Workspace, zj: Zellij
     for pane, capture in captured.items():
         kind, state, path = names[pane]
         read = read_capture(SHIPPED, (kind,), capture, stale_after=1e9)
-        if read.state != state:
+        # zellij does not say when a pane last printed: a plain command's prompt is not known to be quiet.
+        expected = "unknown" if (kind, state) == ("generic", "idle") else state
+        if read.state != expected:
             wrong[_id((kind, state, path))] = (read.state, read.evidence)
     assert not wrong
 
@@ -200,7 +205,8 @@ def _state(ws: Workspace, name: str, env: dict[str, str] | None = None) -> dict[
     return found
 
 
-def _answered_flow(ws: Workspace, env: dict[str, str] | None, server: str) -> None:
+def _answered_flow(ws: Workspace, env: dict[str, str] | None, server: str, clock: bool) -> None:
+    """`clock`: the backend says when a pane last printed (tmux), so a quiet prompt can read idle."""
     for name, kind in (("asker", "generic"), ("aider", "aider")):
         agent = ["--agent", kind] if kind != "generic" else []
         proc = ws.mam("spawn", name, *agent, "--server", server, "--command", sys.executable, "--", STANDIN,
@@ -216,23 +222,27 @@ def _answered_flow(ws: Workspace, env: dict[str, str] | None, server: str) -> No
     waited = ws.mam("wait", "aider", "--until", "idle,done", "--timeout", "40", "--json", env=env)
     assert waited.returncode == 0, waited.stderr
     assert json.loads(waited.stdout)["session"]["evidence"]["rule"] == "aider.prompt"
-    # The generic one: no rule knows its prompt, so it is unknown, never blocked by the question above it.
-    waited = ws.mam("wait", "asker", "--until", "unknown", "--timeout", "40", "--json", env=env)
+    # The generic one went back to its shell prompt: idle once quiet (generic.prompt; unknown where the backend
+    # cannot say it is quiet), never blocked by the question above it.
+    until = "idle,done" if clock else "unknown"
+    waited = ws.mam("wait", "asker", "--until", until, "--timeout", "40", "--json", env=env)
     assert waited.returncode == 0, waited.stderr
     state = _state(ws, "asker", env)
-    assert state["state"] == "unknown" and state["evidence"]["fact"] == "no rule matches the screen"
+    assert state["evidence"]["rule"] == PROMPT_RULE and state["evidence"]["line"] == "$", state
+    if not clock:
+        assert state["state"] == "unknown" and "does not say when" in state["evidence"]["fact"]
     assert _state(ws, "aider", env)["state"] in ("idle", "done")
 
 
 def test_an_answered_question_stops_being_blocked_on_real_tmux(ws: Workspace, tmux: Tmux) -> None:
-    _answered_flow(ws, None, tmux.name())
+    _answered_flow(ws, None, tmux.name(), clock=True)
     pane = tmux.run(next(iter(tmux.servers)), "capture-pane", "-p", "-t", "asker").stdout
     assert "Do you want to proceed? (y/n) y" in pane and pane.rstrip().endswith("$")  # the question is on screen
 
 
 def test_an_answered_question_stops_being_blocked_on_zellij(ws: Workspace, zj: ZellijKit) -> None:
     zj.start("ask")
-    _answered_flow(ws, {**ws.env, "MAM_BACKEND": "zellij"}, "ask")
+    _answered_flow(ws, {**ws.env, "MAM_BACKEND": "zellij"}, "ask", clock=False)
 
 
 def test_a_capture_without_a_cursor_reads_the_last_line_as_the_cursor() -> None:

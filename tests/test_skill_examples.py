@@ -129,6 +129,9 @@ def test_spawn_skill_examples(box: Agentbox) -> None:
     assert fixer["session"]["cwd"] == str(box.ws.root / ".mam" / "worktrees" / "fixer")
     started = json.loads(runs[0].proc.stdout)["session"]
     assert (started["name"], started["agent"], started["server"]) == ("coder-1", "claude", box.server)
+    # Run from the skill's folder, as SKILL.md says, it starts the agent in the workspace root, not there.
+    assert started["cwd"] == str(box.ws.root.resolve())
+    assert f"cwd {box.ws.root.resolve()}" in box.screen("coder-1")
     reviewer = json.loads(output_of(runs, "--command"))["session"]
     assert (reviewer["name"], reviewer["cwd"]) == ("reviewer", "/tmp")
     assert "Do you want to proceed?" in output_of(runs, "read.sh coder-1")
@@ -153,3 +156,15 @@ def test_monitor_skill_examples(box: Agentbox) -> None:
     status = json.loads(runs[-1].proc.stdout)
     assert [(s["name"], s["status"], s["live"]) for s in status["sessions"]] == [("coder-1", "running", "alive")]
     assert "--resume" in box.screen("coder-1")  # its conversation resumed, not a new one
+
+
+def test_spawn_skill_finds_the_workspace_root_without_being_told(box: Agentbox) -> None:
+    """No $MAM_WORKSPACE and no .mam yet: the agent and its row go to the folder that holds the installed skills'
+    folder, never to the skill's own folder the example runs from."""
+    del box.env["MAM_WORKSPACE"]
+    shutil.rmtree(box.ws.root / ".mam", ignore_errors=True)
+    run = box.run("multi-agent-mux-spawn", examples("multi-agent-mux-spawn")[0])
+    root = box.ws.root.resolve()
+    assert json.loads(run.proc.stdout)["session"]["cwd"] == str(root)
+    assert [r["name"] for r in yaml.safe_load(box.ws.registry.read_text())["sessions"]] == ["coder-1"]
+    assert not (root / ".agents" / "skills" / "multi-agent-mux-spawn" / ".mam").exists()

@@ -4,6 +4,7 @@ server, and how a capture becomes a state."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -242,3 +243,23 @@ def test_the_kind_comes_from_the_row_else_the_pane_command() -> None:
     screen = PaneCapture(text="  ? for shortcuts\n", command="claude", seen=True)
     assert read_capture(LIBRARY, (None, "python3"), screen).state == "idle"  # from pane_current_command
     assert read_capture(LIBRARY, (None, None), PaneCapture(text="  ? for shortcuts\n")).state == "unknown"
+
+
+@pytest.mark.parametrize(("capture", "state", "fact"), [
+    (PaneCapture(text="Python 3.11\n>>> \n", idle_seconds=5.0, seen=True, below_cursor=0), "idle", None),
+    (PaneCapture(text="Python 3.11\n>>> \n", idle_seconds=1.0, seen=True, below_cursor=0), "unknown",
+     "a prompt at the cursor, but its screen changed 1 s ago"),
+    (PaneCapture(text="me@box:~/repo$ \n", idle_seconds=5.0, seen=True), "idle", None),
+    (PaneCapture(text="me@box:~/repo$ \n"), "unknown", "does not say when"),
+    (PaneCapture(text="total 12\nsrc\nbuild\n", idle_seconds=5.0, seen=True), "unknown", "no rule matches"),
+])
+def test_a_plain_commands_prompt_is_idle_once_its_screen_is_quiet(capture: PaneCapture, state: str,
+                                                                   fact: str | None) -> None:
+    """A program mam has no kind for (`--command python3`) is read with the generic rules: a prompt at the
+    cursor and no output for PROMPT_QUIET seconds is `idle`; a screen no rule explains stays `unknown`."""
+    found = read_capture(LIBRARY, (None,), dataclasses.replace(capture, command="python3"))
+    assert found.state == state, found
+    assert found.evidence is not None
+    assert found.evidence["fact"] is None if fact is None else fact in str(found.evidence["fact"])
+    if state == "idle":
+        assert found.evidence["rule"] == "generic.prompt"

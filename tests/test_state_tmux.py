@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from conftest import Tmux, Workspace
+from mam_tmux.backend import STARTUP_SECONDS
 
 STANDIN = str(Path(__file__).parent / "agents" / "standin.py")
 
@@ -48,14 +49,15 @@ def test_each_state_with_its_evidence_on_two_servers(ws: Workspace, tmux: Tmux) 
     spawn(ws, "waiting", two, "gemini", "gemini", "idle")
     spawn(ws, "noise", two, None, "generic", "garbage")
     sessions = settled(ws, lambda s: s["spinning"]["state"] == "working" and s["asking"]["state"] == "blocked"
-                       and s["waiting"]["state"] == "done")
+                       and s["waiting"]["state"] == "idle")
     assert sessions["spinning"]["state_source"] == "screen"
     assert sessions["spinning"]["evidence"]["rule"] == "claude.spinner"
     assert "Simplifying recompute_tangents…" in sessions["spinning"]["evidence"]["line"]
     assert sessions["asking"]["evidence"]["rule"].startswith("codex.")
-    # Nobody has attached to it since it drew its prompt: done, with the idle rule that matched.
+    # Freshly spawned, it drew its prompt and has done nothing since: idle, not done (nobody attached to it, but
+    # there is nothing new to look at), with the idle rule that matched.
     assert sessions["waiting"]["evidence"]["rule"].startswith("gemini.")
-    assert "looked" in sessions["waiting"]["evidence"]["fact"]
+    assert sessions["waiting"]["evidence"]["fact"] is None
     # A screen no rule knows is unknown, never guessed.
     assert sessions["noise"]["state"] == "unknown"
     assert sessions["noise"]["evidence"] == {"rule": None, "line": None, "fact": "no rule matches the screen"}
@@ -76,9 +78,15 @@ def test_idle_when_a_client_looks_done_when_none_has(ws: Workspace, tmux: Tmux) 
     import subprocess
 
     server = tmux.name()
-    spawn(ws, "calm", server, "claude", "claude", "idle")
-    sessions = settled(ws, lambda s: s["calm"]["state"] == "done")
+    # It works past its start-up (STARTUP_SECONDS after its session was made), then waits: nobody has looked.
+    spawn(ws, "calm", server, "claude", "claude", "working", "--then", "idle", "--after", str(STARTUP_SECONDS + 2))
+    assert settled(ws, lambda s: s["calm"]["state"] == "working")["calm"]["state"] == "working"
+    deadline = time.monotonic() + STARTUP_SECONDS + 30
+    while (sessions := status(ws))["calm"]["state"] != "done" and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert sessions["calm"]["state"] == "done", sessions["calm"]
     assert sessions["calm"]["evidence"]["rule"] == "claude.footer"
+    assert "looked" in sessions["calm"]["evidence"]["fact"]
     # A control-mode client attaches, as a person's terminal would, and stays while status runs.
     client = subprocess.Popen(["tmux", "-L", server, "-f", "/dev/null", "-C", "attach", "-t", "calm"], env=ws.env,
                               stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -120,7 +128,7 @@ def test_a_working_screen_that_stopped_changing_is_stale_not_working(ws: Workspa
 def test_a_dead_pane_is_not_idle(ws: Workspace, tmux: Tmux) -> None:
     server = tmux.name()
     spawn(ws, "gone", server, "claude", "claude", "idle")
-    settled(ws, lambda s: s["gone"]["state"] == "done")
+    settled(ws, lambda s: s["gone"]["state"] == "idle")
     tmux.run(server, "set-option", "-w", "-t", "gone", "remain-on-exit", "on")
     pid = tmux.run(server, "list-panes", "-t", "gone", "-F", "#{pane_pid}").stdout.split()[0]
     import os
@@ -140,7 +148,7 @@ def test_a_dead_pane_is_not_idle(ws: Workspace, tmux: Tmux) -> None:
 def test_a_user_rule_wins_over_the_shipped_one(ws: Workspace, tmux: Tmux) -> None:
     server = tmux.name()
     spawn(ws, "calm", server, "claude", "claude", "idle")
-    settled(ws, lambda s: s["calm"]["state"] == "done")
+    settled(ws, lambda s: s["calm"]["state"] == "idle")
     (ws.root / ".mam" / "states.yaml").write_text(
         "schema: 1\nkinds:\n  claude:\n    rules:\n      - id: claude.footer\n        state: blocked\n"
         "        pattern: 'for shortcuts'\n        lines: 2\n")

@@ -93,9 +93,10 @@ def test_top_over_a_tmux_fleet(ws: Workspace, tmux: Tmux, tmp_path: Path) -> Non
         async with app.run_test(size=(160, 48)) as pilot:
             await until(pilot, lambda: any(r.name == "zasker" and r.state == "blocked" for r in app.rows)
                         and any(r.name == "idler" and r.state in ("idle", "done") for r in app.rows))
-            # The one that needs a person first, then the finished one, then the rest.
+            # The one that needs a person first. The idler, freshly spawned, has done nothing: idle, not done, so
+            # not sorted among the agents that need you.
             assert names(app)[0] == "zasker", names(app)
-            assert names(app)[1] == "idler", names(app)
+            assert row(app, "idler").state == "idle" and names(app)[1] != "idler", names(app)
             assert row(app, "dead").live == "absent"
 
             # `/` filters by server (or name, state, backend, host); empty shows all again.

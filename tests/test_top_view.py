@@ -86,8 +86,11 @@ def test_no_color_drops_the_colours(monkeypatch: pytest.MonkeyPatch) -> None:
         app = TopApp(Stand(), interval=0.2)  # type: ignore[arg-type]
 
         async def steps(pilot: Any, app: TopApp = app, no_color: bool = no_color) -> None:
-            await pilot.pause(0.1)
-            shots[no_color] = app.export_screenshot()
+            for _ in range(600):  # the table as drawn, not a fixed pause: a loaded machine draws late
+                shots[no_color] = app.export_screenshot()
+                if "asker" in shots[no_color] and "writer" in shots[no_color]:
+                    break
+                await pilot.pause(0.05)
 
         run(app, steps)
     # Colours without it (the blocked state in red, the selected row's blue); only greys with it.

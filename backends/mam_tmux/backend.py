@@ -85,10 +85,17 @@ _ALL_DEAD = "#{==:#{W:#{P:#{?pane_dead,,x}}},}"
 # Each pane of a session before a stop: the session's id, "mam" when mam made it, whether the pane is dead.
 _STOP_FORMAT = SEP.join(["#{session_id}", "#{?@mam_pane,mam,}", "#{pane_dead}"])
 FOREIGN = "mam-foreign"  # what the stop prints when the session's mark went between its look and its close
+# Seconds after its session was made that an agent's output is its start-up screen: a session no client ever
+# attached to was last looked at then (its spawn), so an agent that drew its prompt and did nothing since is
+# `idle`, and `done` only once it has written more after that (docs/states.md, "Done").
+STARTUP_SECONDS = 10
+# When a client last looked at the session: its last attach, else (never attached) the end of its start-up.
+_LAST_LOOK = ("#{?session_last_attached,#{session_last_attached},"
+              f"#{{e|+:#{{session_created}},{STARTUP_SECONDS}}}}}")
 # What tmux knows of a pane for its state, printed before its capture: ids and numbers as they are (the cursor's
 # row only while the cursor is shown, and the pane's height), the command (anyone's process name) escaped, last.
 FACTS_FORMAT = SEP.join(["#{pane_id}", "#{pane_dead}", "#{pane_dead_status}", "#{pane_dead_signal}",
-                         "#{window_activity}", "#{session_attached}", "#{session_last_attached}",
+                         "#{window_activity}", "#{session_attached}", _LAST_LOOK,
                          "#{?cursor_flag,#{cursor_y},}", "#{pane_width}", "#{pane_height}", "#{pane_pid}",
                          _escaped("pane_title"), _escaped("pane_current_command")])
 _FACTS = re.compile(rf"(%[0-9]+){SEP}([01]){SEP}([0-9]*){SEP}([0-9]*){SEP}([0-9]*){SEP}([0-9]*){SEP}([0-9]*){SEP}"
@@ -346,7 +353,8 @@ def parse_captures(stdout: str, nonce: str, pane_ids: list[str], now: float) -> 
         changed = int(activity) if activity else None
         seen: bool | None = None
         if changed is not None:
-            # Someone looks at it now, or attached after its last output: seen. Never attached: not seen.
+            # Someone looks at it now, or looked after its last output (_LAST_LOOK: its last attach, else the end
+            # of its start-up): seen.
             seen = attached not in ("", "0") or (int(last_attached or 0) >= changed)
         idle = max(0.0, server_now - changed) if changed is not None else None
         # capture-pane prints every row of the pane: the rows under the cursor's are counted from the bottom.

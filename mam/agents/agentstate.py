@@ -46,6 +46,10 @@ SERVER_DOWN = unknown("not running: its server is down")
 # The facts of an `unknown` read from a screen that shows no question: no rule matches it, or a working screen
 # has not changed for a while (`read_capture`). `mam send --answer --confirm` takes either as an answer taken.
 NO_RULE = "no rule matches the screen"
+# The generic rule that reads a plain command's prompt (mam/kinds/agents.yaml) holds only after this many seconds
+# without output: before that, or where the backend cannot say when the screen last changed, it is `unknown`.
+PROMPT_RULE = "generic.prompt"
+PROMPT_QUIET = 3.0
 STALE = "stale: "
 
 
@@ -159,6 +163,11 @@ def read_capture(library: Library, kinds: tuple[str | None, ...], capture: PaneC
         # Rounded up: never "unchanged for 10 s (more than 10 s)".
         return unknown(f"{STALE}a working screen unchanged for {math.ceil(capture.idle_seconds)} s (more than "
                        f"{stale_after:g} s)", "screen", verdict.rule, verdict.line)
+    if verdict.rule == PROMPT_RULE and (capture.idle_seconds is None or capture.idle_seconds < PROMPT_QUIET):
+        when = ("its backend does not say when its screen last changed" if capture.idle_seconds is None
+                else f"its screen changed {capture.idle_seconds:g} s ago")
+        return unknown(f"a prompt at the cursor, but {when} (idle after {PROMPT_QUIET:g} s without output)",
+                       "screen", verdict.rule, verdict.line)
     if verdict.state == "idle" and capture.seen is False:
         return AgentState("done", "screen", _evidence(verdict.rule, verdict.line,
                                                       "no client has looked at it since its last output"))

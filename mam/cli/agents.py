@@ -159,7 +159,9 @@ _DOUBTS = {"unsigned": "it carries no signature of your mam", "no_key": "you hav
            "workspace_resume": "its resume argv holds words from this workspace's .mam/states.yaml, which no "
                                "signature covers",
            "workspace_argv": "its argv holds words from this workspace's .mam/states.yaml, which no signature "
-                             "covers"}
+                             "covers",
+           "workspace_program": "its program is named by this workspace's .mam/states.yaml (a kind's programs), "
+                                "which no signature covers"}
 
 
 def _ask(agent: dict[str, Any]) -> bool:

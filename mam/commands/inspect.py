@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 from typing import Any
 
-from mam.plugin.records import OPERATIONS, ServerOutcome, ServerState, implemented_operations
+from mam.plugin.records import OPERATIONS, ServerOutcome, ServerState, implemented_operations, missing_methods
 from mam.servers.app import App
 from mam.servers.availability import require_binary
 from mam.servers.bootstrap import start_server
@@ -44,8 +44,10 @@ def backends_document(app: App) -> dict[str, Any]:
         path = shutil.which(spec.executable, path=app.backend_env.get("PATH")) if spec.executable else None
         version, error, supported = None, None, None
         declared = spec.operations
+        missing: list[str] = []
         try:
             backend = plugins.backend(spec.name)
+            missing = missing_methods(backend)
             if declared is None:  # undeclared: whichever its object has a method for, as the kit reads it
                 declared = implemented_operations(backend)
             version = backend.version(ctx) if path else None
@@ -58,7 +60,7 @@ def backends_document(app: App) -> dict[str, Any]:
                         "executable": spec.executable, "binary": path, "found": path is not None,
                         "version": version, "supported": supported, "default": spec.name == app.backend_name,
                         "error": error, "operations": [op for op in OPERATIONS if op in (declared or ())],
-                        "left_out": [op for op in OPERATIONS if op not in (declared or ())]})
+                        "left_out": [op for op in OPERATIONS if op not in (declared or ())] + missing})
     for problem in plugins.problems:
         entries.append({"name": problem.plugin, "provider": problem.provider, "description": None,
                         "executable": None, "binary": None, "found": False, "version": None, "supported": None,

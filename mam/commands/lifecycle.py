@@ -158,6 +158,20 @@ def workspace_words(own: tuple[str, ...], agent: str | None, fresh: str,
     return None if argv in (trusted, own) else trusted
 
 
+def workspace_program(app: App, agent: str | None) -> str | None:
+    """The program `--agent KIND` runs when KIND is the workspace's own (.mam/states.yaml, with `programs`): the
+    first of them, which the workspace chose (the spawn then needs the user's consent); None for a shipped agent
+    or no --agent. A kind without programs (`generic`) names screen rules only: refused."""
+    if agent is None or agent in agent_programs() or agent not in app.kinds.kinds:
+        return None
+    programs = app.kinds.kinds[agent].programs
+    if not programs:
+        raise MamError("usage", f"--agent {agent} alone: mam has no program to run for that kind",
+                       hint=f"give the program with --command CMD (with --agent {agent}, its screen is read as "
+                            f"{agent}'s)")
+    return programs[0]
+
+
 def _consent_to_words(name: str, entry: dict[str, Any], trust_spec: bool,
                       ask: Callable[[dict[str, Any]], bool] | None) -> None:
     """Go on with an argv holding the workspace's words only with the user's consent: --trust-spec, or a yes to
@@ -166,6 +180,12 @@ def _consent_to_words(name: str, entry: dict[str, Any], trust_spec: bool,
         return
     import shlex
 
+    if "argv_without_workspace" not in entry:  # the workspace's kind chose the program itself
+        raise MamError("operation_failed", f"{name}: its program is named by this workspace's .mam/states.yaml "
+                       f"(a kind's programs), which no signature covers: not run; it would run "
+                       f"`{shlex.join(entry['argv'])}`",
+                       hint="read its argv, then the same `mam spawn` with --trust-spec runs it and signs it as "
+                            "yours; or run the program you mean with --command")
     raise MamError("operation_failed", f"{name}: its argv holds words from this workspace's .mam/states.yaml, "
                    f"which no signature covers: not run; it would run `{shlex.join(entry['argv'])}`, without the "
                    f"workspace `{shlex.join(entry['argv_without_workspace'])}`",
@@ -238,15 +258,11 @@ def spawn_document(app: App, name: str, *, agent: str | None, server: str | None
 def _spawn(app: App, name: str, agent: str | None, server: str, cwd: str | None, command: str | None,
            args: list[str], env_names: list[str] | None, progress: bool, there: str, trust_spec: bool = False,
            ask: Callable[[dict[str, Any]], bool] | None = None, branch: str | None = None) -> dict[str, Any]:
-    if command is None and agent is not None and agent not in agent_programs() and agent in app.kinds.kinds:
-        # a kind of the library (`generic`, one of .mam/states.yaml) names screen rules, not a program to run
-        raise MamError("usage", f"--agent {agent} alone: mam has no program to run for that kind",
-                       hint=f"give the program with --command CMD (with --agent {agent}, its screen is read as "
-                            f"{agent}'s)")
+    chosen = workspace_program(app, agent) if command is None else None
     for value, what in ((agent, "--agent"), (command, "--command"), *((a, "argument") for a in args)):
         if value is not None:
             check_utf8(value, what)
-    argv = agent_argv(agent, command, args)
+    argv = (chosen, *args) if chosen is not None else agent_argv(agent, command, args)
     if command is not None and agent is not None:
         check_label(app, agent)  # before anything is asked, here or on another host
     names = check_env_names(app, env_names or [])
@@ -280,11 +296,13 @@ def _spawn(app: App, name: str, agent: str | None, server: str, cwd: str | None,
 
     own, fresh = argv, str(uuid.uuid4())
     session, argv = started_as(app.kinds, own, agent, fresh)  # a bad .mam/states.yaml is refused here
-    without = workspace_words(own, agent, fresh, argv)
-    if without is not None:
+    without = workspace_words(own, agent, fresh, argv) if chosen is None else None
+    if without is not None or chosen is not None:
         entry = {"name": name, "backend": app.backend_name, "server": server, "host": there or None,
-                 "spec_trust": "workspace_argv", "argv": list(argv), "argv_without_workspace": list(without),
+                 "spec_trust": "workspace_argv" if chosen is None else "workspace_program", "argv": list(argv),
                  "cwd": str(directory), "env_names": names}
+        if without is not None:
+            entry["argv_without_workspace"] = list(without)
         _consent_to_words(name, entry, trust_spec, ask)
     key = (app.backend_name, server, name, there)
     known = app.load_registry().find(key)  # an invalid registry is refused before anything starts
@@ -317,7 +335,8 @@ def _spawn(app: App, name: str, agent: str | None, server: str, cwd: str | None,
         made = worktrees.make(base_dir, name, branch, app.timeout, app.backend_env, local=not there,
                               registered=_signed_worktree(app, known))
         directory = Path(made["path"])
-    recorded = launch_spec(agent, command, args, str(directory), names)
+    # A workspace kind's program is kept as the command it was: restore starts it without the workspace's file.
+    recorded = launch_spec(agent, command if chosen is None else chosen, args, str(directory), names)
     if made is not None:
         recorded["worktree"] = made
     assert spec_key is not None

@@ -280,6 +280,19 @@ OPERATIONS: Mapping[str, tuple[str, str]] = {
 }
 
 
+# What `mam peek` and `mam attach` look for on a backend's object (never declared: it has the method or not), each
+# with the method and what mam does without it. `mam backends` and the kit's report say which are left out.
+LOOKED_FOR: Mapping[str, tuple[str, str]] = {
+    "read_pane": ("read_pane", "mam peek reads the screen its capture gives"),
+    "attach": ("attach_argv", "mam attach refuses it"),
+}
+
+
+def missing_methods(backend: object) -> list[str]:
+    """The LOOKED_FOR names whose method the backend object does not have, in LOOKED_FOR's order."""
+    return [name for name, (method, _) in LOOKED_FOR.items() if not callable(getattr(backend, method, None))]
+
+
 def implemented_operations(backend: object) -> frozenset[str]:
     """The operations whose method the backend object has: what a BackendSpec without `operations` declares."""
     return frozenset(op for op, (method, _) in OPERATIONS.items() if callable(getattr(backend, method, None)))

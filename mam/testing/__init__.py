@@ -7,7 +7,13 @@ A face, beside the CLI (tests/test_layers.py): it may import the plugin machiner
 imports it.
 """
 
-from mam.testing.contract import BackendContract
-from mam.testing.fake_runner import FakeRunner
+import pytest
+
+# The kit's checks are plain asserts: rewritten by pytest, a failing one shows the values it compared (the names
+# a listing gave, the names it should have), not a bare AssertionError. Registered before the module is imported.
+pytest.register_assert_rewrite("mam.testing.contract")
+
+from mam.testing.contract import BackendContract  # noqa: E402 - after the registration above
+from mam.testing.fake_runner import FakeRunner  # noqa: E402
 
 __all__ = ["BackendContract", "FakeRunner"]

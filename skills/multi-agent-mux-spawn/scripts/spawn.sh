@@ -25,4 +25,19 @@ if [ ${#words[@]} -lt 2 ] || [ ${#words[@]} -gt 3 ]; then echo "$usage" >&2; exi
 if [ "${1:-}" = "--" ]; then shift; fi
 mam_find
 server=${words[2]:-${MAM_SERVER:-mam}}
+# The workspace root, for mam and (without --cwd) for the agent, never this skill's folder, where its examples
+# run: the root named by $MAM_WORKSPACE, $WORKSPACE_ROOT or $CLAUDE_PROJECT_DIR (mam's own order), else the
+# nearest folder above with a .mam, else the folder that holds the installed skills' folder (.agents/skills).
+root=${MAM_WORKSPACE:-${WORKSPACE_ROOT:-${CLAUDE_PROJECT_DIR:-}}}
+if [ -z "$root" ]; then
+  dir=$PWD
+  while [ "$dir" != / ] && [ ! -d "$dir/.mam" ]; do dir=${dir%/*}; dir=${dir:-/}; done
+  if [ -d "$dir/.mam" ]; then root=$dir; else root=$(cd "$here/../../../.." && pwd -P); fi
+  mam_global+=(--workspace "$root")
+fi
+place=${MAM_HOST:-}  # an agent on another host needs --cwd there: mam says so
+for option in ${options[@]+"${options[@]}"}; do
+  case $option in --cwd | --cwd=* | --host | --host=*) place=given ;; esac
+done
+if [ -z "$place" ]; then options+=(--cwd "$root"); fi
 mam_run spawn "${words[0]}" --json --agent "${words[1]}" --server "$server" ${options[@]+"${options[@]}"} -- "$@"
