@@ -187,3 +187,67 @@ def test_notify_and_exec_tell_each_change_once_never_the_baseline(tmp_path: Any,
     assert [(c["name"], c["from"], c["to"]) for c in changes] == [("writer", "working", "done")]
     assert changes[0]["evidence"]["line"] == "\x1b]0;$(id)\x07"  # data on stdin, as mam watch gives it
     assert bells == [1]
+
+
+async def until(pilot: Any, condition: Any, deadline: float = 30.0) -> None:
+    """Wait, a little at a time, until `condition()` holds (a loaded machine may take seconds); fail after
+    `deadline` seconds."""
+    import time
+
+    end = time.monotonic() + deadline
+    while not condition():
+        assert time.monotonic() < end, "the view never got there"
+        await pilot.pause(0.05)
+
+
+class Bots(Stand):
+    """fixer blocked (first), bot1 and bot2 working."""
+
+    names = ("fixer", "bot1", "bot2")
+
+    def registered(self) -> list[dict[str, Any]]:
+        return [{"name": n, "backend": "tmux", "server": "team", "host": "", "status": "running"} for n in self.names]
+
+    def fetch(self, group: tuple[str, str]) -> dict[str, Any]:
+        return {"sessions": [{"name": n, "backend": "tmux", "server": "team", "host": None, "status": "running",
+                              "live": "alive", "state": "blocked" if n == "fixer" else "working",
+                              "state_source": "screen", "evidence": None} for n in self.names],
+                "servers": [{"backend": "tmux", "server": "team", "host": None, "state": "up", "error": None}]}
+
+
+def test_the_selection_follows_the_agent_through_the_filter_and_keys_name_it() -> None:
+    from mam.cli.topview import Ask, Confirm
+
+    app = TopApp(Bots(), interval=0.2)  # type: ignore[arg-type]
+    table = app.query_one
+
+    async def steps(pilot: Any) -> None:
+        await until(pilot, lambda: table(DataTable).row_count == 3)
+        await pilot.press("slash", *"bot", "enter")
+        await until(pilot, lambda: table(DataTable).row_count == 2)
+        await pilot.press("down")
+        await until(pilot, lambda: app.selected() is not None and app.selected()[3] == "bot2")  # type: ignore[index]
+        await pilot.press("slash")
+        await until(pilot, lambda: isinstance(app.screen, Ask))
+        await pilot.press("ctrl+u", "backspace", "backspace", "backspace", "enter")
+        await until(pilot, lambda: table(DataTable).row_count == 3)
+        await pilot.press("x")
+        await until(pilot, lambda: isinstance(app.screen, Confirm))
+        assert app.screen.question == "stop bot2 on tmux server team?"
+        await pilot.press("n")
+        await until(pilot, lambda: said(app) == "bot2 left running")
+        await pilot.press("r")  # restore asks too, by name
+        await until(pilot, lambda: isinstance(app.screen, Confirm))
+        assert app.screen.question == "restore bot2 on tmux server team?"
+        await pilot.press("n")
+        await until(pilot, lambda: said(app) == "bot2 not restored")
+
+    run3(app, steps)
+
+
+def run3(app: TopApp, steps: Any) -> None:
+    async def scenario() -> None:
+        async with app.run_test(size=(100, 30)) as pilot:
+            await steps(pilot)
+
+    asyncio.run(scenario())

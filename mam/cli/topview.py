@@ -46,7 +46,7 @@ KEYS = [("Enter", "attach to the agent's pane (back here when you detach)"),
         ("s", "send it a prompt (as mam send NAME TEXT --enter)"),
         ("a", "answer a blocked agent (as mam send NAME --answer TEXT --enter)"),
         ("x", "stop it (asks first; as mam stop)"),
-        ("r", "restore a dead one (as mam restore NAME)"),
+        ("r", "restore a dead one (asks first; as mam restore NAME)"),
         ("/", "filter by name, state, backend, server or host (empty: all)"),
         ("?", "this list"), ("q", "quit")]
 
@@ -166,6 +166,7 @@ class TopApp(App[None]):
         self.lines: list[ServerLine] = []
         self._layout: dict[str, int] = {}
         self._drawn_keys: list[str] = []  # the rows in the table, top to bottom, and their cells
+        self._by_key: dict[str, tuple[str, str, str, str]] = {}  # a table row's key -> its agent's
         self._drawn: dict[str, list[tuple[str, str]]] = {}  # (text, style): Text's == ignores its style
         self._fixed: dict[TopRow, dict[str, tuple[str, str]]] = {}  # each row's cells but its ages
         self._shown: dict[str, str] = {}  # what the title and the server lines show
@@ -264,9 +265,11 @@ class TopApp(App[None]):
                 table.clear()
                 for key, cells in drawn.items():
                     table.add_row(*(Text(text, style=style) for text, style in cells), key=key)
-                if selected is not None and selected in [r.key for r in shown]:
-                    table.move_cursor(row=[r.key for r in shown].index(selected), animate=False)
+                keys = [r.key for r in shown]
+                if selected is not None and selected in keys:  # the cursor stays on the agent, wherever it went
+                    table.move_cursor(row=keys.index(selected), animate=False)
             self._drawn_keys = list(drawn)
+            self._by_key = {_key_of(r): r.key for r in shown}
             self._drawn = drawn
             self._counts = (len(shown), len(self.rows), sum(r.state == "blocked" for r in self.rows))
             self._title()
@@ -347,11 +350,13 @@ class TopApp(App[None]):
                 if c not in AGES}
 
     def selected(self) -> tuple[str, str, str, str] | None:
+        """The agent under the cursor, by the key of the row the table shows there: never by its place in a list
+        the filter or a new order has changed since (a row number would hand a key to another agent)."""
         table: DataTable[Any] = self.query_one(DataTable)
-        if not table.row_count:
+        row = table.cursor_row
+        if not table.row_count or not 0 <= row < len(self._drawn_keys):
             return None
-        shown = filtered(self.rows, self.query_text)
-        return shown[table.cursor_row].key if 0 <= table.cursor_row < len(shown) else None
+        return self._by_key.get(self._drawn_keys[row])
 
     def selected_row(self) -> TopRow | None:
         key = self.selected()
@@ -412,9 +417,17 @@ class TopApp(App[None]):
 
     def action_restore(self) -> None:
         row = self.selected_row()
-        if row is not None:
-            self.say(f"restore {row.name}: restoring")
-            self.act(f"restore {row.name}", self.actions.restore, row)
+        if row is None:
+            return
+
+        def done(yes: bool | None) -> None:
+            if yes:
+                self.say(f"restore {row.name}: restoring")
+                self.act(f"restore {row.name}", self.actions.restore, row)
+            else:
+                self.say(f"{row.name} not restored")
+
+        self.push_screen(Confirm(visible(f"restore {row.name} on {row.backend} server {row.server}?")), done)
 
     def action_filter(self) -> None:
         def done(text: str | None) -> None:
