@@ -201,6 +201,7 @@ class Poller:
         self._lock = threading.Lock()
         self._asked: dict[Group, _Asked] = {}
         self._since: dict[tuple[str, str, str, str], tuple[str, float]] = {}
+        self._last: dict[tuple[str, str, str, str], TopRow] = {}  # each agent's last row read from an answer
         self._rows: list[Mapping[str, Any]] = []
         self.version = 0  # bumped on every answer, so the view knows when to redraw
         self.calls = 0  # fetches started, for the benchmark
@@ -270,6 +271,7 @@ class Poller:
             rows = list(self._rows)
             # Copied field by field: dataclasses.replace, once per server a second, was a tenth of an idle view.
             asked = {g: _Asked(a.started, a.doc, a.answered, a.error, dict(a.up)) for g, a in self._asked.items()}
+            known = dict(self._last)
         sessions: dict[tuple[str, str, str, str], Mapping[str, Any]] = {}
         lines: list[ServerLine] = []
         hung: set[Group] = set()
@@ -299,6 +301,17 @@ class Poller:
             group = (key[1], key[2])
             entry = sessions.get(key)
             answered = asked[group].answered if group in asked else None
+            last = known.get(key)
+            unread = entry is not None and entry["live"] == "unknown" and (entry.get("state") or "unknown") == "unknown"
+            if last is not None and (group in hung or unread):
+                # Its server stopped answering: the agent's last known state, marked stale with its age; FOR still
+                # counts from when that state began (a hung server is no reason to say "0 blocked").
+                note = "its server is not answering" if group in hung else "its server could not be asked"
+                shown.append(TopRow(last.name, last.backend, last.server, last.host, last.status, "unknown",
+                                    last.state, last.source, f"{last.state}, last seen {ago(last.read_at, now)} ago"
+                                    f" ({note})", last.read_at, last.since, stale=True, said_at=last.said_at,
+                                    evidence=last.evidence))
+                continue
             if group in hung or entry is None:
                 seen = asked[group].up.get((key[0], key[1])) if group in asked else None
                 reason = "its server is not answering" if group in hung else "not read yet"
@@ -314,10 +327,14 @@ class Poller:
                 reason += f" (last seen {ago(seen, now)} ago)"
             age = entry.get("state_age")
             said = (answered - float(age)) if answered is not None and isinstance(age, int | float) else None
-            shown.append(TopRow(key[3], key[0], key[1], key[2], str(entry.get("status") or ""), entry["live"], state,
-                                entry.get("state_source") or "none", reason, answered,
-                                self._since_of(key, state, answered or now), said_at=said,
-                                evidence=entry.get("evidence")))
+            fresh = TopRow(key[3], key[0], key[1], key[2], str(entry.get("status") or ""), entry["live"], state,
+                           entry.get("state_source") or "none", reason, answered,
+                           self._since_of(key, state, answered or now), said_at=said, evidence=entry.get("evidence"))
+            if entry["live"] != "unknown" and state != "unknown":
+                known[key] = fresh
+            shown.append(fresh)
+        with self._lock:  # nothing kept of an agent that left the registry
+            self._last = {k: v for k, v in known.items() if k in self._since}
         return ordered(shown), lines
 
     def _since_of(self, key: tuple[str, str, str, str], state: str, at: float) -> float:
