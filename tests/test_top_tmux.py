@@ -152,9 +152,9 @@ def test_top_over_a_tmux_fleet(ws: Workspace, tmux: Tmux, tmp_path: Path) -> Non
             assert tmux.run(two, "has-session", "-t", "=dead", check=False).returncode == 0
             assert "restored" in said(app), said(app)
 
-            # A hung server: its rows keep their last known state (sleepy's screen matches no rule: unknown), stale, with
-            # when they were last seen; the screen keeps answering keys
-            # and the other servers' rows keep coming.
+            # A hung server: its rows keep their last known state (sleepy's screen matches no rule: unknown),
+            # stale, with when they were last seen; the screen keeps answering keys and the other servers' rows
+            # keep coming.
             os.kill(pid, signal.SIGSTOP)
             stopped = True
             await until(pilot, lambda: row(app, "sleepy").stale)
