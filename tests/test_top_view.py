@@ -251,3 +251,47 @@ def run3(app: TopApp, steps: Any) -> None:
             await steps(pilot)
 
     asyncio.run(scenario())
+
+
+class Asking(Stand):
+    """asker is blocked on a question its screen shows with the lines around it."""
+
+    screen = ["$ codex", "I will edit main.py to fix the KeyError.", "", "Allow edit to main.py?",
+              "  1. Yes", "  2. No, tell codex what to do", "", "esc to cancel"]
+
+    def fetch(self, group: tuple[str, str]) -> dict[str, Any]:
+        doc = super().fetch(group)
+        doc["sessions"][1]["evidence"] = {"rule": "codex.blocked", "line": "Allow edit to main.py?"}
+        return doc
+
+    def peek(self, row: TopRow, lines: int = 40) -> list[str]:
+        return self.screen
+
+    def answer(self, row: TopRow, text: str) -> str:
+        return f"sent {text!r} to {row.name}"
+
+
+def test_the_answer_box_shows_the_question_messages_expire_and_the_keys_say_escape_closes() -> None:
+    from mam.cli.topview import Ask
+
+    app = TopApp(Asking(), interval=0.2)  # type: ignore[arg-type]
+    app.say_for = 1.0
+
+    def title() -> str:
+        return str(app.screen.query_one("#ask-title", Static).render()) if isinstance(app.screen, Ask) else ""
+
+    async def steps(pilot: Any) -> None:
+        await pilot.press("a")  # the cursor is on asker, first because blocked
+        await until(pilot, lambda: "1. Yes" in title())
+        lines = title().splitlines()
+        assert lines[0] == "answer asker (codex.blocked; Enter submits, Escape cancels):"
+        assert "> Allow edit to main.py?" in lines and "  I will edit main.py to fix the KeyError." in lines
+        assert "    2. No, tell codex what to do" in lines
+        await pilot.press("1", "enter")
+        await until(pilot, lambda: said(app) == "answer asker: sent '1' to asker")
+        await until(pilot, lambda: said(app) == "? keys  q quit")  # the message expired
+        await pilot.press("question_mark")
+        await until(pilot, lambda: isinstance(app.screen, Pager))
+        assert "Escape" in app.screen.title_text and any("Escape" in line for line in app.screen.lines)
+
+    run(app, steps)

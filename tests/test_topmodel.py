@@ -255,3 +255,12 @@ def test_no_other_command_imports_textual(ws: Workspace, args: list[str]) -> Non
     assert "mam.cli.top" in modules or args != ["top", "--help"]  # the check can see a module that is loaded
     assert not {m for m in modules if m == "textual" or m.startswith(("textual.", "rich"))}
     assert not {"mam.cli.topview", "mam.cli.topactions", "mam.live.topmodel"} & modules
+
+
+def test_the_question_is_the_evidence_line_and_the_lines_around_it() -> None:
+    from mam.live.topmodel import question
+
+    screen = [f"line {i}" for i in range(10)] + ["Allow it?", "1. Yes", "2. No"]
+    assert question("Allow it?", screen, around=2) == ["  line 8", "  line 9", "> Allow it?", "  1. Yes", "  2. No"]
+    assert question("gone from the screen", screen) == ["> gone from the screen"]
+    assert question("", ["a", "", "b"], around=1) == ["  a", "  b"]

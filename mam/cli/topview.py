@@ -15,6 +15,7 @@ from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
+from textual.css.query import NoMatches
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Input, Static
 
@@ -32,6 +33,7 @@ from mam.live.topmodel import (
     columns_for,
     filtered,
     fingerprint,
+    question,
     redraw_at,
     widths_for,
 )
@@ -39,6 +41,8 @@ from mam.util.errors import MamError
 from mam.util.render import visible
 
 TICK = 0.25  # seconds between two looks at the poller (cheap: a snapshot under a lock)
+SAY_FOR = 10.0  # seconds a message stays on the bottom line before the keys' reminder comes back
+HINT = "? keys  q quit"
 AGES = ("age", "for")  # the columns that change with time alone
 STYLES = {"blocked": "bold red", "done": "green", "working": "yellow", "idle": "cyan", "unknown": "dim"}
 KEYS = [("Enter", "attach to the agent's pane (back here when you detach)"),
@@ -48,7 +52,12 @@ KEYS = [("Enter", "attach to the agent's pane (back here when you detach)"),
         ("x", "stop it (asks first; as mam stop)"),
         ("r", "restore a dead one (asks first; as mam restore NAME)"),
         ("/", "filter by name, state, backend, server or host (empty: all)"),
-        ("?", "this list"), ("q", "quit")]
+        ("?", "this list"), ("Escape", "close this list, a peek or a question (q and ? close a list too)"),
+        ("q", "quit")]
+
+
+def _titled(head: str, lines: list[str]) -> str:
+    return "\n".join([head, *(visible(text) for text in lines)])
 
 
 def _key_of(row: TopRow) -> str:
@@ -70,8 +79,15 @@ class Ask(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static(Text(self.title_text))
+            yield Static(Text(self.title_text), id="ask-title")
             yield Input(value=self.value, id="ask")
+
+    def retitle(self, title: str) -> None:
+        self.title_text = title  # what compose shows, if it has not run yet
+        try:
+            self.query_one("#ask-title", Static).update(Text(title))
+        except NoMatches:  # not composed yet, or already answered and gone
+            pass
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         self.dismiss(event.value)
@@ -178,13 +194,15 @@ class TopApp(App[None]):
         self._due = 0.0  # when the table must be drawn again for its ages (time.time()), nothing else changing
         self._counts = (0, 0, 0)  # agents shown, agents, agents blocked: the title's
         self._drawn_scroll = 0.0  # the table's scroll offset as last drawn
+        self.say_for = SAY_FOR
+        self._said_until = 0.0  # when the bottom line's message expires (time.monotonic()); 0: none shown
 
     def compose(self) -> ComposeResult:
         yield Static(id="title")
         table: DataTable[Any] = DataTable(id="table", cursor_type="row", zebra_stripes=False)
         yield table
         yield Static(id="servers")
-        yield Static(Text("? keys  q quit"), id="said")
+        yield Static(Text(HINT), id="said")
 
     def on_mount(self) -> None:
         self.table = self.query_one(DataTable)  # kept: a modal screen or the view's end hides it from queries
@@ -198,6 +216,9 @@ class TopApp(App[None]):
 
     def tick(self) -> None:
         now = time.monotonic()
+        if self._said_until and now >= self._said_until:  # an old message would read as news
+            self._said_until = 0.0
+            self.query_one("#said", Static).update(Text(HINT))
         if now >= self._next_refresh:
             rows, lines = self.poller.snapshot()
             mark = fingerprint(rows, lines)
@@ -367,6 +388,7 @@ class TopApp(App[None]):
 
     def say(self, text: str) -> None:
         self.query_one("#said", Static).update(Text(visible(text)))
+        self._said_until = time.monotonic() + self.say_for
 
     # The keys. Each action runs in a worker thread and says its outcome on the bottom line.
 
@@ -382,7 +404,8 @@ class TopApp(App[None]):
     def action_send(self) -> None:
         row = self.selected_row()
         if row is not None:
-            self._ask_then(f"send to {row.name} (Enter submits, Escape cancels):", "send", self.actions.send, row)
+            self._ask_then(visible(f"send to {row.name} (Enter submits, Escape cancels):"), "send",
+                           self.actions.send, row)
 
     def action_answer(self) -> None:
         row = self.selected_row()
@@ -391,15 +414,30 @@ class TopApp(App[None]):
         if row.state != "blocked":
             self.say(f"{row.name} is {row.state}, not blocked: press s to send it a prompt")
             return
-        self._ask_then(f"answer {row.name} ({row.why}):", "answer", self.actions.answer, row)
+        head = visible(f"answer {row.name} ({row.why}; Enter submits, Escape cancels):")
+        line = str((row.evidence or {}).get("line") or "")
+        box = self._ask_then(_titled(head, question(line, [])), "answer", self.actions.answer, row)
+        self._question(row, box, head, line)
 
-    def _ask_then(self, title: str, label: str, action: Callable[[TopRow, str], str], row: TopRow) -> None:
+    @work(thread=True, group="action")
+    def _question(self, row: TopRow, box: Ask, head: str, line: str) -> None:
+        """The question itself in the answer box: the evidence line at once (keys typed meanwhile go to the box),
+        then the lines around it on the agent's screen as soon as they are read; not only the rule that matched."""
+        try:
+            screen = self.actions.peek(row)
+        except MamError:
+            return  # the evidence line stays
+        self.call_from_thread(box.retitle, _titled(head, question(line, screen)))
+
+    def _ask_then(self, title: str, label: str, action: Callable[[TopRow, str], str], row: TopRow) -> Ask:
         def done(text: str | None) -> None:
             if text is not None:
                 self.say(f"{label} {row.name}: sending")
                 self.act(f"{label} {row.name}", action, row, text)
 
-        self.push_screen(Ask(visible(title)), done)
+        box = Ask(title)  # each caller made its title visible (the question's lines kept apart)
+        self.push_screen(box, done)
+        return box
 
     def action_stop(self) -> None:
         row = self.selected_row()
@@ -438,7 +476,7 @@ class TopApp(App[None]):
         self.push_screen(Ask("filter by name, state, backend, server or host (empty: all):", self.query_text), done)
 
     def action_keys(self) -> None:
-        self.push_screen(Pager("keys", [f"{key:>6}  {what}" for key, what in KEYS] + [
+        self.push_screen(Pager("keys (Escape closes this list)", [f"{key:>6}  {what}" for key, what in KEYS] + [
             "", "Rows: blocked first, then done, then the rest. Columns dropped as the terminal narrows: AGE, "
                 "SOURCE, HOST, BACKEND, FOR, SERVER."]))
 

@@ -132,6 +132,17 @@ def filtered(rows: Iterable[TopRow], query: str) -> list[TopRow]:
     return [row for row in rows if matches(row, query)] if query.split() else list(rows)
 
 
+def question(line: str, screen: Sequence[str], around: int = 3) -> list[str]:
+    """What a blocked agent asks: its evidence `line` and the `around` lines either side of its last appearance
+    on `screen` (the evidence line marked `>`); the line alone when the screen no longer shows it."""
+    wanted = line.strip()
+    at = next((i for i in range(len(screen) - 1, -1, -1) if wanted and wanted in screen[i]), None)
+    if at is None:
+        return [f"> {line}"] if wanted else [f"  {text}" for text in screen[-2 * around - 1:] if text.strip()]
+    return [("> " if i == at else "  ") + screen[i]
+            for i in range(max(0, at - around), min(len(screen), at + around + 1))]
+
+
 def columns_for(width: int) -> list[str]:
     """The columns that fit `width` cells, dropping them in DROP_ORDER until the reason keeps MIN_WHY."""
     shown = list(COLUMNS)
