@@ -295,3 +295,41 @@ def test_the_answer_box_shows_the_question_messages_expire_and_the_keys_say_esca
         assert "Escape" in app.screen.title_text and any("Escape" in line for line in app.screen.lines)
 
     run(app, steps)
+
+
+class Ended(Stand):
+    """asker and writer live on team; fixer stopped there, old failed on a server that is gone."""
+
+    def registered(self) -> list[dict[str, Any]]:
+        return [*super().registered(),
+                {"name": "fixer", "backend": "tmux", "server": "team", "host": "", "status": "stopped"},
+                {"name": "old", "backend": "tmux", "server": "gone", "host": "", "status": "terminated",
+                 "exit_status": 3, "last_output": ["KeyError: 'path'"]}]
+
+    def fetch(self, group: tuple[str, str]) -> dict[str, Any]:
+        assert group[0] == "team", "a server of only ended agents is asked"
+        return super().fetch(group)
+
+
+def test_ended_agents_are_a_dim_group_below_and_e_hides_them() -> None:
+    app = TopApp(Ended(), interval=0.2)  # type: ignore[arg-type]
+
+    def names() -> list[str]:
+        table = app.query_one(DataTable)
+        return [str(table.get_row_at(i)[0]) for i in range(table.row_count)]
+
+    async def steps(pilot: Any) -> None:
+        await until(pilot, lambda: app.query_one(DataTable).row_count == 4)
+        assert names() == ["asker", "writer", "fixer", "old"]
+        table = app.query_one(DataTable)
+        why = [str(table.get_row_at(i)[-1]) for i in range(4)]
+        assert why[3] == "exited 3: KeyError: 'path'" and why[2] == "stopped"
+        assert table.get_row_at(3)[0].style == "dim" and table.get_row_at(0)[0].style != "dim"
+        assert str(app.query_one("#servers", Static).render()) == ""  # no line for the server that is gone
+        await pilot.press("e")
+        await until(pilot, lambda: names() == ["asker", "writer"])
+        assert "2 ended hidden" in str(app.query_one("#title", Static).render())
+        await pilot.press("e")
+        await until(pilot, lambda: names() == ["asker", "writer", "fixer", "old"])
+
+    run3(app, steps)

@@ -264,3 +264,37 @@ def test_the_question_is_the_evidence_line_and_the_lines_around_it() -> None:
     assert question("Allow it?", screen, around=2) == ["  line 8", "  line 9", "> Allow it?", "  1. Yes", "  2. No"]
     assert question("gone from the screen", screen) == ["> gone from the screen"]
     assert question("", ["a", "", "b"], around=1) == ["  a", "  b"]
+
+
+def test_ended_agents_are_a_group_below_the_live_ones_with_their_end_in_why() -> None:
+    clock = [1_800_000_000.0]  # 2027-01-15T08:00:00Z
+    registered = [
+        {"name": "live", "backend": "tmux", "server": "s1", "host": "", "status": "running"},
+        {"name": "aaa-stopped", "backend": "tmux", "server": "s1", "host": "", "status": "stopped",
+         "stopped_at": "2027-01-15T07:57:00Z"},
+        {"name": "crashed", "backend": "tmux", "server": "s1", "host": "", "status": "terminated", "exit_status": 3,
+         "last_output": ["Traceback (most recent call last):", "KeyError: 'path'", ""]},
+        # The end and ended_at another branch adds to each row: read when present.
+        {"name": "finisher", "backend": "tmux", "server": "gone", "host": "", "status": "terminated",
+         "end": "finished", "ended_at": "2027-01-15T07:57:00Z", "exit_status": 0},
+    ]
+    asked: list[tuple[str, str]] = []
+
+    def fetch(group: tuple[str, str]) -> dict[str, Any]:
+        asked.append(group)
+        return doc(group, "working")
+
+    poller = Poller(lambda: [{**r, "name": "s1-a" if r["name"] == "live" else r["name"]} for r in registered],
+                    fetch, patience=5, clock=lambda: clock[0])
+    poller.refresh()
+    settle(poller)
+    rows, lines = poller.snapshot()
+    assert asked == [("s1", "")]  # the server of only ended agents is not asked
+    assert lines == []  # and is no "down ... never seen" line
+    assert [(r.name, r.ended, r.state, r.why) for r in rows] == [
+        ("s1-a", False, "working", "gemini.working"),
+        ("aaa-stopped", True, "stopped", "stopped 3m ago"),
+        ("crashed", True, "failed", "exited 3: KeyError: 'path'"),
+        ("finisher", True, "finished", "finished 3m ago"),
+    ]
+    assert rows[3].cells(clock[0])["for"] == "3m"  # FOR: how long ago it ended

@@ -52,6 +52,7 @@ KEYS = [("Enter", "attach to the agent's pane (back here when you detach)"),
         ("x", "stop it (asks first; as mam stop)"),
         ("r", "restore a dead one (asks first; as mam restore NAME)"),
         ("/", "filter by name, state, backend, server or host (empty: all)"),
+        ("e", "hide the ended agents (stopped, finished, failed), or show them again"),
         ("?", "this list"), ("Escape", "close this list, a peek or a question (q and ? close a list too)"),
         ("q", "quit")]
 
@@ -148,6 +149,7 @@ class TopApp(App[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("p", "peek", "peek"), Binding("s", "send", "send"), Binding("a", "answer", "answer"),
         Binding("x", "stop", "stop"), Binding("r", "restore", "restore"), Binding("slash", "filter", "filter"),
+        Binding("e", "ended", "ended"),
         Binding("question_mark", "keys", "keys"), Binding("q", "quit", "quit"),
         # Ctrl-C ends the view as it ends any command (Textual's own only says to press Ctrl-Q), from any screen.
         Binding("ctrl+c", "quit", "quit", show=False, priority=True)]
@@ -178,6 +180,7 @@ class TopApp(App[None]):
         self.poller = Poller(actions.registered, actions.fetch, patience)
         self.pacer = Pacer(base=interval, most=8 * interval)
         self.query_text = ""
+        self.hide_ended = False
         self.rows: list[TopRow] = []
         self.lines: list[ServerLine] = []
         self._layout: dict[str, int] = {}
@@ -192,7 +195,7 @@ class TopApp(App[None]):
         self._refreshed_at: float | None = None
         self._titled_at = 0.0
         self._due = 0.0  # when the table must be drawn again for its ages (time.time()), nothing else changing
-        self._counts = (0, 0, 0)  # agents shown, agents, agents blocked: the title's
+        self._counts = (0, 0, 0, 0)  # agents shown, agents, agents blocked, ended ones hidden: the title's
         self._drawn_scroll = 0.0  # the table's scroll offset as last drawn
         self.say_for = SAY_FOR
         self._said_until = 0.0  # when the bottom line's message expires (time.monotonic()); 0: none shown
@@ -256,7 +259,7 @@ class TopApp(App[None]):
                     self.announcer.exec_later(change)  # queued here, in the order the changes were seen
                 if self.announcer.notify:
                     self._announce(changes)
-        shown = filtered(self.rows, self.query_text)
+        shown = self._shown_rows()
         table: DataTable[Any] = self.query_one(DataTable)
         columns = columns_for(self.size.width)
         selected = self.selected()
@@ -292,11 +295,16 @@ class TopApp(App[None]):
             self._drawn_keys = list(drawn)
             self._by_key = {_key_of(r): r.key for r in shown}
             self._drawn = drawn
-            self._counts = (len(shown), len(self.rows), sum(r.state == "blocked" for r in self.rows))
+            self._counts = (len(shown), len(self.rows), sum(r.state == "blocked" for r in self.rows),
+                            sum(r.ended for r in self.rows) if self.hide_ended else 0)
             self._title()
             self._show("#servers", "\n".join(visible(line.text(now)) for line in self.lines))
             self._drawn_scroll = table.scroll_offset.y
             self._due = self._next_due(shown[first:last], columns, now)
+
+    def _shown_rows(self) -> list[TopRow]:
+        shown = filtered(self.rows, self.query_text)
+        return [r for r in shown if not r.ended] if self.hide_ended else shown
 
     def _on_screen(self, table: DataTable[Any]) -> tuple[int, int]:
         """The rows the table shows (a row each line), with one more either side."""
@@ -315,9 +323,10 @@ class TopApp(App[None]):
 
     def _title(self) -> None:
         self._titled_at = time.monotonic()
-        shown, rows, blocked = self._counts
+        shown, rows, blocked, hidden = self._counts
         seen = f"refreshed {int(time.time() - self._refreshed_at)}s ago" if self._refreshed_at else "asking the servers"
-        flt = f"  filter: {self.query_text}" if self.query_text else ""
+        flt = (f"  filter: {self.query_text}" if self.query_text else "") + (
+            f"  {hidden} ended hidden (e shows them)" if hidden else "")
         self._show("#title", visible(f"mam top  {shown}/{rows} agents, {blocked} blocked  {seen}, "
                                      f"every {self.pacer.interval:.1f}s{flt}"), layout=False)
 
@@ -357,7 +366,7 @@ class TopApp(App[None]):
         out = {}
         for row in rows:
             fixed = kept[row] = self._fixed.get(row) or self._fixed_cells(row)
-            ages = "dim" if row.stale else ""
+            ages = "dim" if row.stale or row.ended else ""
             out[_key_of(row)] = [(ago(row.said_at, now), ages) if c == "age" else (ago(row.since, now), ages)
                                  if c == "for" else fixed[c] for c in columns]
         self._fixed = kept  # the rows of this draw only: the cache never outgrows the table
@@ -366,8 +375,9 @@ class TopApp(App[None]):
     @staticmethod
     def _fixed_cells(row: TopRow) -> dict[str, tuple[str, str]]:
         cells = row.cells(0.0)
-        style = "dim" if row.stale else STYLES.get(row.state, "")
-        return {c: (visible(cells[c]), style if c == "state" else ("dim" if row.stale else "")) for c in cells
+        dim = row.stale or row.ended  # ended: a group of its own below the live ones, dimmed
+        style = "dim" if dim else STYLES.get(row.state, "")
+        return {c: (visible(cells[c]), style if c == "state" else ("dim" if dim else "")) for c in cells
                 if c not in AGES}
 
     def selected(self) -> tuple[str, str, str, str] | None:
@@ -475,10 +485,15 @@ class TopApp(App[None]):
 
         self.push_screen(Ask("filter by name, state, backend, server or host (empty: all):", self.query_text), done)
 
+    def action_ended(self) -> None:
+        self.hide_ended = not self.hide_ended
+        self.say("ended agents hidden (e shows them)" if self.hide_ended else "ended agents shown")
+        self.draw()
+
     def action_keys(self) -> None:
         self.push_screen(Pager("keys (Escape closes this list)", [f"{key:>6}  {what}" for key, what in KEYS] + [
-            "", "Rows: blocked first, then done, then the rest. Columns dropped as the terminal narrows: AGE, "
-                "SOURCE, HOST, BACKEND, FOR, SERVER."]))
+            "", "Rows: blocked first, then done, then the rest; the ended ones (dimmed) below. Columns dropped as "
+                "the terminal narrows: AGE, SOURCE, HOST, BACKEND, FOR, SERVER."]))
 
     def action_peek(self) -> None:
         row = self.selected_row()

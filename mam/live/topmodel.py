@@ -51,6 +51,7 @@ class TopRow:
     stale: bool = False
     said_at: float | None = None
     evidence: Mapping[str, Any] | None = field(default=None, compare=False, hash=False)
+    ended: bool = False  # stopped, finished or failed: shown in a group of its own below the live ones
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -113,12 +114,13 @@ def redraw_at(ages: Iterable[float | None], now: float, batch: float = 10.0) -> 
 
 
 def rank(row: TopRow) -> tuple[int, str, str, str, str]:
-    place = FIRST_STATES.index(row.state) if row.state in FIRST_STATES else len(FIRST_STATES)
+    place = len(FIRST_STATES) + 1 if row.ended else FIRST_STATES.index(row.state) if row.state in FIRST_STATES \
+        else len(FIRST_STATES)
     return (place, row.name, row.backend, row.server, row.host)
 
 
 def ordered(rows: Iterable[TopRow]) -> list[TopRow]:
-    """blocked first, then done, then the rest; by name within each."""
+    """blocked first, then done, then the rest, then the ended ones; by name within each."""
     return sorted(rows, key=rank)
 
 
@@ -130,6 +132,63 @@ def matches(row: TopRow, query: str) -> bool:
 
 def filtered(rows: Iterable[TopRow], query: str) -> list[TopRow]:
     return [row for row in rows if matches(row, query)] if query.split() else list(rows)
+
+
+ACTIVE = ("starting", "running")
+
+
+def is_ended(row: Mapping[str, Any]) -> bool:
+    """A registry row whose agent has ended: its status says so (stopped, terminated, ...). An `end` beside an
+    active status is from before a restore, and says nothing now."""
+    status = row.get("status")
+    return isinstance(status, str) and status not in ACTIVE
+
+
+def end_kind(row: Mapping[str, Any]) -> str:
+    """How the agent ended: the row's `end` when it has one (finished, failed, killed, stopped, lost), else what
+    its status and exit say."""
+    end = row.get("end")
+    if isinstance(end, str) and end:
+        return end
+    status, signal = row.get("exit_status"), row.get("exit_signal")
+    if row.get("status") == "stopped":
+        return "stopped"
+    if isinstance(signal, int):
+        return "killed"
+    if isinstance(status, int):
+        return "finished" if status == 0 else "failed"
+    return str(row.get("status") or "ended")
+
+
+def ended_at(row: Mapping[str, Any]) -> float | None:
+    """When it ended (`ended_at`, else `stopped_at`: UTC ISO 8601 as the registry writes them, or seconds)."""
+    from datetime import UTC, datetime
+
+    for name in ("ended_at", "stopped_at"):
+        value = row.get(name)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+            except ValueError:
+                continue
+    return None
+
+
+def end_text(row: Mapping[str, Any], now: float) -> str:
+    """WHY of an ended agent: `exited 3: KeyError ...` (its last line), `killed by signal 9`, else
+    `finished 3m ago`."""
+    lines = row.get("last_output")
+    last = next((str(x).strip() for x in reversed(lines) if isinstance(x, str) and x.strip()), "") \
+        if isinstance(lines, list) else ""
+    status, signal = row.get("exit_status"), row.get("exit_signal")
+    if isinstance(status, int) and status != 0:
+        return f"exited {status}" + (f": {last}" if last else "")
+    if isinstance(signal, int):
+        return f"killed by signal {signal}" + (f": {last}" if last else "")
+    at = ended_at(row)
+    return end_kind(row) + (f" {ago(at, now)} ago" if at is not None else "")
 
 
 def question(line: str, screen: Sequence[str], around: int = 3) -> list[str]:
@@ -228,7 +287,8 @@ class Poller:
     def refresh(self) -> int:
         """Start a call for each group with none in flight; return how many were started."""
         rows = list(self.registered())
-        groups = {(str(r["server"]), str(r.get("host") or "")) for r in rows}
+        # A server whose agents have all ended is not asked: nothing there to read, and no "down" line for it.
+        groups = {(str(r["server"]), str(r.get("host") or "")) for r in rows if not is_ended(r)}
         started = []
         with self._lock:
             self._rows = rows
@@ -290,7 +350,8 @@ class Poller:
             server, host = group
             if a.started is not None and now - a.started > self.patience:
                 hung.add(group)
-                for backend in sorted({str(r["backend"]) for r in rows if (r["server"], r.get("host") or "") == group}):
+                for backend in sorted({str(r["backend"]) for r in rows
+                                       if (r["server"], r.get("host") or "") == group and not is_ended(r)}):
                     lines.append(ServerLine(backend, server, host, "unknown",
                                             f"no answer for {ago(a.started, now)}", a.up.get((backend, server))))
                 continue
@@ -309,6 +370,10 @@ class Poller:
         shown = []
         for r in rows:
             key = (str(r["backend"]), str(r["server"]), str(r.get("host") or ""), str(r["name"]))
+            if is_ended(r):  # what the registry says of its end; its server is not asked for it
+                shown.append(TopRow(key[3], key[0], key[1], key[2], str(r.get("status") or ""), "absent",
+                                    end_kind(r), "registry", end_text(r, now), since=ended_at(r), ended=True))
+                continue
             group = (key[1], key[2])
             entry = sessions.get(key)
             answered = asked[group].answered if group in asked else None
@@ -365,7 +430,8 @@ def _children_cpu() -> float:
 
 def fingerprint(rows: Sequence[TopRow], lines: Sequence[ServerLine]) -> tuple[Any, ...]:
     """What a refresh could change, without the ages: equal fingerprints mean nothing happened."""
-    return (tuple((r.key, r.status, r.live, r.state, r.source, r.why if not r.stale else "", r.stale) for r in rows),
+    return (tuple((r.key, r.status, r.live, r.state, r.source, r.why if not (r.stale or r.ended) else "", r.stale)
+                  for r in rows),
             tuple((s.backend, s.server, s.host, s.state) for s in lines))
 
 
