@@ -125,6 +125,15 @@ def test_version_and_help(ws: Workspace) -> None:
     assert "--apply" in ws.mam("reconcile", "--help").stdout
 
 
+def test_help_says_each_command_whole_never_cut_with_dots(ws: Workspace) -> None:
+    help_text = ws.mam("--help", env={**ws.env, "COLUMNS": "80"}).stdout
+    import re
+
+    cut = [line for line in help_text.splitlines() if re.match(r"^  [a-z][a-z-]*\s{2,}.*\.\.\.$", line)]
+    assert cut == []
+    assert "hooks      The agents' own hooks, which tell mam their state" in help_text
+
+
 def test_backends_lists_herdr_with_version(ws: Workspace) -> None:
     doc = ws.mam_json("backends")
     herdr = next(b for b in doc["backends"] if b["name"] == "herdr")

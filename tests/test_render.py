@@ -79,7 +79,7 @@ def test_reconcile_never_says_matches_unless_every_server_answered(ws: Workspace
     proc = ws.mam("reconcile", env={**ws.env, "PATH": "/nonexistent"})
     assert proc.returncode == 3
     assert "matches" not in proc.stdout
-    assert "unconfirmed" in proc.stdout and "a|s1" in proc.stdout
+    assert "unconfirmed" in proc.stdout and "a (server s1)" in proc.stdout
     assert proc.stderr.startswith("mam: 1 server could not be asked (not installed)")
 
 
@@ -214,3 +214,14 @@ def test_an_absent_agent_says_why_in_the_table(ws: Workspace) -> None:
     assert lines[1].split()[-1] == "WHY", lines
     row = next(line for line in lines if line.startswith("ghost "))
     assert "absent" in row.split() and row.endswith("not running: its server lists no live pane for it"), row
+
+
+def test_reconcile_names_unconfirmed_agents_as_every_other_line_does() -> None:
+    from mam.util.render import reconcile_text
+
+    text = reconcile_text({"workspace": "/w", "registry": "/w/r.yaml", "servers": [], "drifts": [],
+                           "confirmed": False, "unconfirmed": ["b1|broken", "b2|far@box"], "applied": False,
+                           "written": 0})
+    assert text.splitlines()[-1] == ("unconfirmed (their server could not be asked, so mam says nothing of them): "
+                                     "b1 (server broken), b2 (server far on box)")
+    assert "|" not in text

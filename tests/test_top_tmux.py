@@ -146,15 +146,16 @@ def test_top_over_a_tmux_fleet(ws: Workspace, tmux: Tmux, tmp_path: Path) -> Non
             await until(pilot, lambda: row(app, "worker").status == "stopped")
             assert row(app, "worker").status == "stopped"
 
-            # `r` restores the dead one from its launch spec, as `mam restore NAME`.
+            # `r` restores the dead one from its launch spec, as `mam restore NAME`, after a yes.
             await select(pilot, app, "dead")
-            await pilot.press("r")
+            await pilot.press("r", "y")  # after a yes
             await until(pilot, lambda: row(app, "dead").live == "alive" and "restoring" not in said(app))
             assert tmux.run(two, "has-session", "-t", "=dead", check=False).returncode == 0
             assert "restored" in said(app), said(app)
 
-            # A hung server: its rows turn unknown with when it was last seen; the screen keeps answering keys
-            # and the other servers' rows keep coming.
+            # A hung server: its rows keep their last known state (sleepy's screen matches no rule: unknown),
+            # stale, with when they were last seen; the screen keeps answering keys and the other servers' rows
+            # keep coming.
             os.kill(pid, signal.SIGSTOP)
             stopped = True
             await until(pilot, lambda: row(app, "sleepy").stale)

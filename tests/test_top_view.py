@@ -190,3 +190,157 @@ def test_notify_and_exec_tell_each_change_once_never_the_baseline(tmp_path: Any,
     assert [(c["name"], c["from"], c["to"]) for c in changes] == [("writer", "working", "done")]
     assert changes[0]["evidence"]["line"] == "\x1b]0;$(id)\x07"  # data on stdin, as mam watch gives it
     assert bells == [1]
+
+
+async def until(pilot: Any, condition: Any, deadline: float = 30.0) -> None:
+    """Wait, a little at a time, until `condition()` holds (a loaded machine may take seconds); fail after
+    `deadline` seconds."""
+    import time
+
+    end = time.monotonic() + deadline
+    while not condition():
+        assert time.monotonic() < end, "the view never got there"
+        await pilot.pause(0.05)
+
+
+class Bots(Stand):
+    """fixer blocked (first), bot1 and bot2 working."""
+
+    names = ("fixer", "bot1", "bot2")
+
+    def registered(self) -> list[dict[str, Any]]:
+        return [{"name": n, "backend": "tmux", "server": "team", "host": "", "status": "running"} for n in self.names]
+
+    def fetch(self, group: tuple[str, str]) -> dict[str, Any]:
+        return {"sessions": [{"name": n, "backend": "tmux", "server": "team", "host": None, "status": "running",
+                              "live": "alive", "state": "blocked" if n == "fixer" else "working",
+                              "state_source": "screen", "evidence": None} for n in self.names],
+                "servers": [{"backend": "tmux", "server": "team", "host": None, "state": "up", "error": None}]}
+
+
+def test_the_selection_follows_the_agent_through_the_filter_and_keys_name_it() -> None:
+    from mam.cli.topview import Ask, Confirm
+
+    app = TopApp(Bots(), interval=0.2)  # type: ignore[arg-type]
+    table = app.query_one
+
+    async def steps(pilot: Any) -> None:
+        await until(pilot, lambda: table(DataTable).row_count == 3)
+        await pilot.press("slash", *"bot", "enter")
+        await until(pilot, lambda: table(DataTable).row_count == 2)
+        await pilot.press("down")
+        await until(pilot, lambda: app.selected() is not None and app.selected()[3] == "bot2")  # type: ignore[index]
+        await pilot.press("slash")
+        await until(pilot, lambda: isinstance(app.screen, Ask))
+        await pilot.press("ctrl+u", "backspace", "backspace", "backspace", "enter")
+        await until(pilot, lambda: table(DataTable).row_count == 3)
+        await pilot.press("x")
+        await until(pilot, lambda: isinstance(app.screen, Confirm))
+        assert app.screen.question == "stop bot2 on tmux server team?"
+        await pilot.press("n")
+        await until(pilot, lambda: said(app) == "bot2 left running")
+        await pilot.press("r")  # restore asks too, by name
+        await until(pilot, lambda: isinstance(app.screen, Confirm))
+        assert app.screen.question == "restore bot2 on tmux server team?"
+        await pilot.press("n")
+        await until(pilot, lambda: said(app) == "bot2 not restored")
+
+    run3(app, steps)
+
+
+def run3(app: TopApp, steps: Any) -> None:
+    async def scenario() -> None:
+        async with app.run_test(size=(100, 30)) as pilot:
+            await steps(pilot)
+
+    asyncio.run(scenario())
+
+
+class Asking(Stand):
+    """asker is blocked on a question its screen shows with the lines around it."""
+
+    screen = ["$ codex", "I will edit main.py to fix the KeyError.", "", "Allow edit to main.py?",
+              "  1. Yes", "  2. No, tell codex what to do", "", "esc to cancel"]
+
+    def fetch(self, group: tuple[str, str]) -> dict[str, Any]:
+        doc = super().fetch(group)
+        doc["sessions"][1]["evidence"] = {"rule": "codex.blocked", "line": "Allow edit to main.py?"}
+        return doc
+
+    def peek(self, row: TopRow, lines: int = 40) -> list[str]:
+        return self.screen
+
+    def answer(self, row: TopRow, text: str) -> str:
+        return f"sent {text!r} to {row.name}"
+
+
+def test_the_answer_box_shows_the_question_messages_expire_and_the_keys_say_escape_closes() -> None:
+    from mam.cli.topview import Ask
+
+    app = TopApp(Asking(), interval=0.2)  # type: ignore[arg-type]
+    app.say_for = 1.0
+    told: list[str] = []
+    say = app.say
+
+    def recording(text: str) -> None:  # a loaded machine may look only after the message expired
+        told.append(text)
+        say(text)
+
+    app.say = recording  # type: ignore[method-assign]
+
+    def title() -> str:
+        return str(app.screen.query_one("#ask-title", Static).render()) if isinstance(app.screen, Ask) else ""
+
+    async def steps(pilot: Any) -> None:
+        await pilot.press("a")  # the cursor is on asker, first because blocked
+        await until(pilot, lambda: "1. Yes" in title())
+        lines = title().splitlines()
+        assert lines[0] == "answer asker (codex.blocked; Enter submits, Escape cancels):"
+        assert "> Allow edit to main.py?" in lines and "  I will edit main.py to fix the KeyError." in lines
+        assert "    2. No, tell codex what to do" in lines
+        await pilot.press("1", "enter")
+        await until(pilot, lambda: "answer asker: sent '1' to asker" in told)
+        await until(pilot, lambda: said(app) == "? keys  q quit")  # the message expired
+        await pilot.press("question_mark")
+        await until(pilot, lambda: isinstance(app.screen, Pager))
+        assert "Escape" in app.screen.title_text and any("Escape" in line for line in app.screen.lines)
+
+    run(app, steps)
+
+
+class Ended(Stand):
+    """asker and writer live on team; fixer stopped there, old failed on a server that is gone."""
+
+    def registered(self) -> list[dict[str, Any]]:
+        return [*super().registered(),
+                {"name": "fixer", "backend": "tmux", "server": "team", "host": "", "status": "stopped"},
+                {"name": "old", "backend": "tmux", "server": "gone", "host": "", "status": "terminated",
+                 "exit_status": 3, "last_output": ["KeyError: 'path'"]}]
+
+    def fetch(self, group: tuple[str, str]) -> dict[str, Any]:
+        assert group[0] == "team", "a server of only ended agents is asked"
+        return super().fetch(group)
+
+
+def test_ended_agents_are_a_dim_group_below_and_e_hides_them() -> None:
+    app = TopApp(Ended(), interval=0.2)  # type: ignore[arg-type]
+
+    def names() -> list[str]:
+        table = app.query_one(DataTable)
+        return [str(table.get_row_at(i)[0]) for i in range(table.row_count)]
+
+    async def steps(pilot: Any) -> None:
+        await until(pilot, lambda: app.query_one(DataTable).row_count == 4)
+        assert names() == ["asker", "writer", "fixer", "old"]
+        table = app.query_one(DataTable)
+        why = [str(table.get_row_at(i)[-1]) for i in range(4)]
+        assert why[3] == "exited 3: KeyError: 'path'" and why[2] == "stopped"
+        assert table.get_row_at(3)[0].style == "dim" and table.get_row_at(0)[0].style != "dim"
+        assert str(app.query_one("#servers", Static).render()) == ""  # no line for the server that is gone
+        await pilot.press("e")
+        await until(pilot, lambda: names() == ["asker", "writer"])
+        assert "2 ended hidden" in str(app.query_one("#title", Static).render())
+        await pilot.press("e")
+        await until(pilot, lambda: names() == ["asker", "writer", "fixer", "old"])
+
+    run3(app, steps)

@@ -141,7 +141,8 @@ def test_the_poller_asks_each_server_once_and_a_hung_one_holds_no_other() -> Non
         time.sleep(0.01)
     rows, lines = poller.snapshot()
     hung = next(r for r in rows if r.server == "s3")
-    assert hung.stale and hung.state == "unknown" and "not answering" in hung.why and "last seen" in hung.why
+    # Its last known state, stale, with its age.
+    assert hung.stale and hung.state == "idle" and "not answering" in hung.why and "last seen" in hung.why
     assert [(line.server, line.state) for line in lines] == [("s3", "unknown")]
     assert "no answer for" in lines[0].reason and lines[0].last_seen is not None
     assert "last seen" in lines[0].text(time.time())
@@ -150,8 +151,9 @@ def test_the_poller_asks_each_server_once_and_a_hung_one_holds_no_other() -> Non
     fleet.release.set()
     settle(poller)
     rows, lines = poller.snapshot()
-    answered = next(r for r in rows if r.server == "s3")
-    assert not answered.stale and answered.live == "unknown" and "last seen" in answered.why
+    answered = next(r for r in rows if r.server == "s3")  # answered, but its server could not be asked
+    assert answered.stale and answered.live == "unknown" and answered.state == "idle"
+    assert "last seen" in answered.why and "could not be asked" in answered.why
     assert [(line.server, line.state, line.reason) for line in lines] == [("s3", "unknown", "timed out after 5 s")]
 
 
@@ -180,6 +182,38 @@ def test_how_long_in_a_state_counts_from_the_change() -> None:
     assert row.since == since == 1000.0 and row.cells(clock[0])["for"] == "1m"
     # AGE: how long ago the state's source said so (its state_age at the reading), growing until the next one.
     assert row.cells(clock[0])["age"] == "30s" and row.cells(clock[0] + 5)["age"] == "35s"
+
+
+def test_a_hung_server_keeps_its_agents_last_known_state_and_for_keeps_counting() -> None:
+    gate = threading.Event()
+    answers = ["blocked"]
+
+    def fetch(group: tuple[str, str]) -> dict[str, Any]:
+        if answers[-1] == "hang":
+            gate.wait(30)
+            return doc(group, "unknown", "unknown")
+        return doc(group, answers[-1])
+
+    clock = [1000.0]
+    poller = Poller(lambda: [{"name": "s3-a", "backend": "tmux", "server": "s3", "host": "", "status": "running"}],
+                    fetch, patience=5, clock=lambda: clock[0])
+    poller.refresh()
+    settle(poller)
+    assert [(r.state, r.stale) for r in poller.snapshot()[0]] == [("blocked", False)]
+    clock[0] = 1050.0
+    answers.append("hang")
+    poller.refresh()
+    clock[0] = 1070.0  # 20 s into a call that should take under 5
+    rows, lines = poller.snapshot()
+    row = rows[0]
+    assert (row.state, row.stale, row.since) == ("blocked", True, 1000.0)
+    assert row.why == "blocked, last seen 1m ago (its server is not answering)"
+    assert row.cells(clock[0])["for"] == "1m"  # from when it became blocked, not from when it went quiet
+    assert sum(r.state == "blocked" for r in rows) == 1  # what the title counts
+    gate.set()
+    settle(poller)
+    row = poller.snapshot()[0][0]  # the answer says the server could not be asked: still the last known
+    assert (row.state, row.stale, row.since) == ("blocked", True, 1000.0)
 
 
 # The command: refusals, and no other command's start-up pays for Textual.
@@ -221,3 +255,46 @@ def test_no_other_command_imports_textual(ws: Workspace, args: list[str]) -> Non
     assert "mam.cli.top" in modules or args != ["top", "--help"]  # the check can see a module that is loaded
     assert not {m for m in modules if m == "textual" or m.startswith(("textual.", "rich"))}
     assert not {"mam.cli.topview", "mam.cli.topactions", "mam.live.topmodel"} & modules
+
+
+def test_the_question_is_the_evidence_line_and_the_lines_around_it() -> None:
+    from mam.live.topmodel import question
+
+    screen = [f"line {i}" for i in range(10)] + ["Allow it?", "1. Yes", "2. No"]
+    assert question("Allow it?", screen, around=2) == ["  line 8", "  line 9", "> Allow it?", "  1. Yes", "  2. No"]
+    assert question("gone from the screen", screen) == ["> gone from the screen"]
+    assert question("", ["a", "", "b"], around=1) == ["  a", "  b"]
+
+
+def test_ended_agents_are_a_group_below_the_live_ones_with_their_end_in_why() -> None:
+    clock = [1_800_000_000.0]  # 2027-01-15T08:00:00Z
+    registered = [
+        {"name": "live", "backend": "tmux", "server": "s1", "host": "", "status": "running"},
+        {"name": "aaa-stopped", "backend": "tmux", "server": "s1", "host": "", "status": "stopped",
+         "stopped_at": "2027-01-15T07:57:00Z"},
+        {"name": "crashed", "backend": "tmux", "server": "s1", "host": "", "status": "terminated", "exit_status": 3,
+         "last_output": ["Traceback (most recent call last):", "KeyError: 'path'", ""]},
+        # The end and ended_at another branch adds to each row: read when present.
+        {"name": "finisher", "backend": "tmux", "server": "gone", "host": "", "status": "terminated",
+         "end": "finished", "ended_at": "2027-01-15T07:57:00Z", "exit_status": 0},
+    ]
+    asked: list[tuple[str, str]] = []
+
+    def fetch(group: tuple[str, str]) -> dict[str, Any]:
+        asked.append(group)
+        return doc(group, "working")
+
+    poller = Poller(lambda: [{**r, "name": "s1-a" if r["name"] == "live" else r["name"]} for r in registered],
+                    fetch, patience=5, clock=lambda: clock[0])
+    poller.refresh()
+    settle(poller)
+    rows, lines = poller.snapshot()
+    assert asked == [("s1", "")]  # the server of only ended agents is not asked
+    assert lines == []  # and is no "down ... never seen" line
+    assert [(r.name, r.ended, r.state, r.why) for r in rows] == [
+        ("s1-a", False, "working", "gemini.working"),
+        ("aaa-stopped", True, "stopped", "stopped 3m ago"),
+        ("crashed", True, "failed", "exited 3: KeyError: 'path'"),
+        ("finisher", True, "finished", "finished 3m ago"),
+    ]
+    assert rows[3].cells(clock[0])["for"] == "3m"  # FOR: how long ago it ended

@@ -159,7 +159,9 @@ _add(hooks_group, "install", hooks.install, "Add mam's entries to each agent's o
 _add(hooks_group, "uninstall", hooks.uninstall, "Remove mam's entries from the agents' hook settings, and nothing "
                                                 "else.")
 _add(hooks_group, "status", hooks.status, "Say per agent kind whether mam's hooks are installed.")
-app.add_typer(hooks_group, name="hooks", help="The agents' own hooks, which tell mam their state (docs/hooks.md).")
+HOOKS_HELP = "The agents' own hooks, which tell mam their state (docs/hooks.md)."
+# short_help: Click cuts a group's help at 45 characters in `mam --help` (`...`), where the commands' is whole.
+app.add_typer(hooks_group, name="hooks", help=HOOKS_HELP, short_help=HOOKS_HELP)
 ORDER.append("hooks")
 _add(app, "report", hooks.report, "Record the calling agent's state, for its hooks: .mam/reports/<$MAM_AGENT>.json "
                                   "of $MAM_WORKSPACE; nothing outside an agent mam spawned.",

@@ -41,7 +41,8 @@ class Actions:
         from mam.agents.rows import rows_on
 
         rows = rows_on(self.app, self.registry(), None)
-        return [{"name": r.name, "backend": r.backend, "server": r.server, "host": r.host or "", "status": r.status}
+        return [{"name": r.name, "backend": r.backend, "server": r.server, "host": r.host or "", "status": r.status,
+                 **(_end_of(r.raw) if not r.active else {})}
                 for r in rows if (not self.servers or r.server in self.servers)
                 and (self.host is None or (r.host or "") == self.host)]
 
@@ -113,6 +114,16 @@ class Actions:
             tty = None
         command = attach_command(self.app, row.name, row.server, row.host or "local", tty)
         return command.program, command.argv, command.env
+
+
+def _end_of(raw: dict[str, Any]) -> dict[str, Any]:
+    """What the row keeps of how its agent ended (its last lines cleaned as every quoted line is), and `end` and
+    `ended_at` when the row has them."""
+    from mam.agents.rows import history
+
+    kept = history(raw)
+    return {"exit_status": kept["exit_status"], "exit_signal": kept["exit_signal"], "last_output": kept["last_output"],
+            **{k: raw[k] for k in ("end", "ended_at", "stopped_at") if k in raw}}
 
 
 def attach(program: str, argv: list[str], env: dict[str, str]) -> int:

@@ -15,6 +15,7 @@ from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
+from textual.css.query import NoMatches
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Input, Static
 
@@ -32,6 +33,7 @@ from mam.live.topmodel import (
     columns_for,
     filtered,
     fingerprint,
+    question,
     redraw_at,
     widths_for,
 )
@@ -39,6 +41,8 @@ from mam.util.errors import MamError
 from mam.util.render import visible
 
 TICK = 0.25  # seconds between two looks at the poller (cheap: a snapshot under a lock)
+SAY_FOR = 10.0  # seconds a message stays on the bottom line before the keys' reminder comes back
+HINT = "? keys  q quit"
 AGES = ("age", "for")  # the columns that change with time alone
 STYLES = {"blocked": "bold red", "done": "green", "working": "yellow", "idle": "cyan", "unknown": "dim"}
 KEYS = [("Enter", "attach to the agent's pane (back here when you detach)"),
@@ -46,9 +50,15 @@ KEYS = [("Enter", "attach to the agent's pane (back here when you detach)"),
         ("s", "send it a prompt (as mam send NAME TEXT --enter)"),
         ("a", "answer a blocked agent (as mam send NAME --answer TEXT --enter)"),
         ("x", "stop it (asks first; as mam stop)"),
-        ("r", "restore a dead one (as mam restore NAME)"),
+        ("r", "restore a dead one (asks first; as mam restore NAME)"),
         ("/", "filter by name, state, backend, server or host (empty: all)"),
-        ("?", "this list"), ("q", "quit")]
+        ("e", "hide the ended agents (stopped, finished, failed), or show them again"),
+        ("?", "this list"), ("Escape", "close this list, a peek or a question (q and ? close a list too)"),
+        ("q", "quit")]
+
+
+def _titled(head: str, lines: list[str]) -> str:
+    return "\n".join([head, *(visible(text) for text in lines)])
 
 
 def _key_of(row: TopRow) -> str:
@@ -70,8 +80,15 @@ class Ask(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static(Text(self.title_text))
+            yield Static(Text(self.title_text), id="ask-title")
             yield Input(value=self.value, id="ask")
+
+    def retitle(self, title: str) -> None:
+        self.title_text = title  # what compose shows, if it has not run yet
+        try:
+            self.query_one("#ask-title", Static).update(Text(title))
+        except NoMatches:  # not composed yet, or already answered and gone
+            pass
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         self.dismiss(event.value)
@@ -132,6 +149,7 @@ class TopApp(App[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("p", "peek", "peek"), Binding("s", "send", "send"), Binding("a", "answer", "answer"),
         Binding("x", "stop", "stop"), Binding("r", "restore", "restore"), Binding("slash", "filter", "filter"),
+        Binding("e", "ended", "ended"),
         Binding("question_mark", "keys", "keys"), Binding("q", "quit", "quit"),
         # Ctrl-C ends the view as it ends any command (Textual's own only says to press Ctrl-Q), from any screen.
         Binding("ctrl+c", "quit", "quit", show=False, priority=True)]
@@ -162,10 +180,12 @@ class TopApp(App[None]):
         self.poller = Poller(actions.registered, actions.fetch, patience)
         self.pacer = Pacer(base=interval, most=8 * interval)
         self.query_text = ""
+        self.hide_ended = False
         self.rows: list[TopRow] = []
         self.lines: list[ServerLine] = []
         self._layout: dict[str, int] = {}
         self._drawn_keys: list[str] = []  # the rows in the table, top to bottom, and their cells
+        self._by_key: dict[str, tuple[str, str, str, str]] = {}  # a table row's key -> its agent's
         self._drawn: dict[str, list[tuple[str, str]]] = {}  # (text, style): Text's == ignores its style
         self._fixed: dict[TopRow, dict[str, tuple[str, str]]] = {}  # each row's cells but its ages
         self._shown: dict[str, str] = {}  # what the title and the server lines show
@@ -175,15 +195,17 @@ class TopApp(App[None]):
         self._refreshed_at: float | None = None
         self._titled_at = 0.0
         self._due = 0.0  # when the table must be drawn again for its ages (time.time()), nothing else changing
-        self._counts = (0, 0, 0)  # agents shown, agents, agents blocked: the title's
+        self._counts = (0, 0, 0, 0)  # agents shown, agents, agents blocked, ended ones hidden: the title's
         self._drawn_scroll = 0.0  # the table's scroll offset as last drawn
+        self.say_for = SAY_FOR
+        self._said_until = 0.0  # when the bottom line's message expires (time.monotonic()); 0: none shown
 
     def compose(self) -> ComposeResult:
         yield Static(id="title")
         table: DataTable[Any] = DataTable(id="table", cursor_type="row", zebra_stripes=False)
         yield table
         yield Static(id="servers")
-        yield Static(Text("? keys  q quit"), id="said")
+        yield Static(Text(HINT), id="said")
 
     def on_mount(self) -> None:
         self.table = self.query_one(DataTable)  # kept: a modal screen or the view's end hides it from queries
@@ -197,6 +219,9 @@ class TopApp(App[None]):
 
     def tick(self) -> None:
         now = time.monotonic()
+        if self._said_until and now >= self._said_until:  # an old message would read as news
+            self._said_until = 0.0
+            self.query_one("#said", Static).update(Text(HINT))
         if now >= self._next_refresh:
             rows, lines = self.poller.snapshot()
             mark = fingerprint(rows, lines)
@@ -234,7 +259,7 @@ class TopApp(App[None]):
                     self.announcer.exec_later(change)  # queued here, in the order the changes were seen
                 if self.announcer.notify:
                     self._announce(changes)
-        shown = filtered(self.rows, self.query_text)
+        shown = self._shown_rows()
         table: DataTable[Any] = self.query_one(DataTable)
         columns = columns_for(self.size.width)
         selected = self.selected()
@@ -264,15 +289,22 @@ class TopApp(App[None]):
                 table.clear()
                 for key, cells in drawn.items():
                     table.add_row(*(Text(text, style=style) for text, style in cells), key=key)
-                if selected is not None and selected in [r.key for r in shown]:
-                    table.move_cursor(row=[r.key for r in shown].index(selected), animate=False)
+                keys = [r.key for r in shown]
+                if selected is not None and selected in keys:  # the cursor stays on the agent, wherever it went
+                    table.move_cursor(row=keys.index(selected), animate=False)
             self._drawn_keys = list(drawn)
+            self._by_key = {_key_of(r): r.key for r in shown}
             self._drawn = drawn
-            self._counts = (len(shown), len(self.rows), sum(r.state == "blocked" for r in self.rows))
+            self._counts = (len(shown), len(self.rows), sum(r.state == "blocked" for r in self.rows),
+                            sum(r.ended for r in self.rows) if self.hide_ended else 0)
             self._title()
             self._show("#servers", "\n".join(visible(line.text(now)) for line in self.lines))
             self._drawn_scroll = table.scroll_offset.y
             self._due = self._next_due(shown[first:last], columns, now)
+
+    def _shown_rows(self) -> list[TopRow]:
+        shown = filtered(self.rows, self.query_text)
+        return [r for r in shown if not r.ended] if self.hide_ended else shown
 
     def _on_screen(self, table: DataTable[Any]) -> tuple[int, int]:
         """The rows the table shows (a row each line), with one more either side."""
@@ -291,9 +323,10 @@ class TopApp(App[None]):
 
     def _title(self) -> None:
         self._titled_at = time.monotonic()
-        shown, rows, blocked = self._counts
+        shown, rows, blocked, hidden = self._counts
         seen = f"refreshed {int(time.time() - self._refreshed_at)}s ago" if self._refreshed_at else "asking the servers"
-        flt = f"  filter: {self.query_text}" if self.query_text else ""
+        flt = (f"  filter: {self.query_text}" if self.query_text else "") + (
+            f"  {hidden} ended hidden (e shows them)" if hidden else "")
         self._show("#title", visible(f"mam top  {shown}/{rows} agents, {blocked} blocked  {seen}, "
                                      f"every {self.pacer.interval:.1f}s{flt}"), layout=False)
 
@@ -333,7 +366,7 @@ class TopApp(App[None]):
         out = {}
         for row in rows:
             fixed = kept[row] = self._fixed.get(row) or self._fixed_cells(row)
-            ages = "dim" if row.stale else ""
+            ages = "dim" if row.stale or row.ended else ""
             out[_key_of(row)] = [(ago(row.said_at, now), ages) if c == "age" else (ago(row.since, now), ages)
                                  if c == "for" else fixed[c] for c in columns]
         self._fixed = kept  # the rows of this draw only: the cache never outgrows the table
@@ -342,16 +375,19 @@ class TopApp(App[None]):
     @staticmethod
     def _fixed_cells(row: TopRow) -> dict[str, tuple[str, str]]:
         cells = row.cells(0.0)
-        style = "dim" if row.stale else STYLES.get(row.state, "")
-        return {c: (visible(cells[c]), style if c == "state" else ("dim" if row.stale else "")) for c in cells
+        dim = row.stale or row.ended  # ended: a group of its own below the live ones, dimmed
+        style = "dim" if dim else STYLES.get(row.state, "")
+        return {c: (visible(cells[c]), style if c == "state" else ("dim" if dim else "")) for c in cells
                 if c not in AGES}
 
     def selected(self) -> tuple[str, str, str, str] | None:
+        """The agent under the cursor, by the key of the row the table shows there: never by its place in a list
+        the filter or a new order has changed since (a row number would hand a key to another agent)."""
         table: DataTable[Any] = self.query_one(DataTable)
-        if not table.row_count:
+        row = table.cursor_row
+        if not table.row_count or not 0 <= row < len(self._drawn_keys):
             return None
-        shown = filtered(self.rows, self.query_text)
-        return shown[table.cursor_row].key if 0 <= table.cursor_row < len(shown) else None
+        return self._by_key.get(self._drawn_keys[row])
 
     def selected_row(self) -> TopRow | None:
         key = self.selected()
@@ -362,6 +398,7 @@ class TopApp(App[None]):
 
     def say(self, text: str) -> None:
         self.query_one("#said", Static).update(Text(visible(text)))
+        self._said_until = time.monotonic() + self.say_for
 
     # The keys. Each action runs in a worker thread and says its outcome on the bottom line.
 
@@ -377,7 +414,8 @@ class TopApp(App[None]):
     def action_send(self) -> None:
         row = self.selected_row()
         if row is not None:
-            self._ask_then(f"send to {row.name} (Enter submits, Escape cancels):", "send", self.actions.send, row)
+            self._ask_then(visible(f"send to {row.name} (Enter submits, Escape cancels):"), "send",
+                           self.actions.send, row)
 
     def action_answer(self) -> None:
         row = self.selected_row()
@@ -386,15 +424,30 @@ class TopApp(App[None]):
         if row.state != "blocked":
             self.say(f"{row.name} is {row.state}, not blocked: press s to send it a prompt")
             return
-        self._ask_then(f"answer {row.name} ({row.why}):", "answer", self.actions.answer, row)
+        head = visible(f"answer {row.name} ({row.why}; Enter submits, Escape cancels):")
+        line = str((row.evidence or {}).get("line") or "")
+        box = self._ask_then(_titled(head, question(line, [])), "answer", self.actions.answer, row)
+        self._question(row, box, head, line)
 
-    def _ask_then(self, title: str, label: str, action: Callable[[TopRow, str], str], row: TopRow) -> None:
+    @work(thread=True, group="action")
+    def _question(self, row: TopRow, box: Ask, head: str, line: str) -> None:
+        """The question itself in the answer box: the evidence line at once (keys typed meanwhile go to the box),
+        then the lines around it on the agent's screen as soon as they are read; not only the rule that matched."""
+        try:
+            screen = self.actions.peek(row)
+        except MamError:
+            return  # the evidence line stays
+        self.call_from_thread(box.retitle, _titled(head, question(line, screen)))
+
+    def _ask_then(self, title: str, label: str, action: Callable[[TopRow, str], str], row: TopRow) -> Ask:
         def done(text: str | None) -> None:
             if text is not None:
                 self.say(f"{label} {row.name}: sending")
                 self.act(f"{label} {row.name}", action, row, text)
 
-        self.push_screen(Ask(visible(title)), done)
+        box = Ask(title)  # each caller made its title visible (the question's lines kept apart)
+        self.push_screen(box, done)
+        return box
 
     def action_stop(self) -> None:
         row = self.selected_row()
@@ -412,9 +465,17 @@ class TopApp(App[None]):
 
     def action_restore(self) -> None:
         row = self.selected_row()
-        if row is not None:
-            self.say(f"restore {row.name}: restoring")
-            self.act(f"restore {row.name}", self.actions.restore, row)
+        if row is None:
+            return
+
+        def done(yes: bool | None) -> None:
+            if yes:
+                self.say(f"restore {row.name}: restoring")
+                self.act(f"restore {row.name}", self.actions.restore, row)
+            else:
+                self.say(f"{row.name} not restored")
+
+        self.push_screen(Confirm(visible(f"restore {row.name} on {row.backend} server {row.server}?")), done)
 
     def action_filter(self) -> None:
         def done(text: str | None) -> None:
@@ -424,10 +485,15 @@ class TopApp(App[None]):
 
         self.push_screen(Ask("filter by name, state, backend, server or host (empty: all):", self.query_text), done)
 
+    def action_ended(self) -> None:
+        self.hide_ended = not self.hide_ended
+        self.say("ended agents hidden (e shows them)" if self.hide_ended else "ended agents shown")
+        self.draw()
+
     def action_keys(self) -> None:
-        self.push_screen(Pager("keys", [f"{key:>6}  {what}" for key, what in KEYS] + [
-            "", "Rows: blocked first, then done, then the rest. Columns dropped as the terminal narrows: AGE, "
-                "SOURCE, HOST, BACKEND, FOR, SERVER."]))
+        self.push_screen(Pager("keys (Escape closes this list)", [f"{key:>6}  {what}" for key, what in KEYS] + [
+            "", "Rows: blocked first, then done, then the rest; the ended ones (dimmed) below. Columns dropped as "
+                "the terminal narrows: AGE, SOURCE, HOST, BACKEND, FOR, SERVER."]))
 
     def action_peek(self) -> None:
         row = self.selected_row()

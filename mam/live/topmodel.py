@@ -51,6 +51,7 @@ class TopRow:
     stale: bool = False
     said_at: float | None = None
     evidence: Mapping[str, Any] | None = field(default=None, compare=False, hash=False)
+    ended: bool = False  # stopped, finished or failed: shown in a group of its own below the live ones
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -113,12 +114,13 @@ def redraw_at(ages: Iterable[float | None], now: float, batch: float = 10.0) -> 
 
 
 def rank(row: TopRow) -> tuple[int, str, str, str, str]:
-    place = FIRST_STATES.index(row.state) if row.state in FIRST_STATES else len(FIRST_STATES)
+    place = len(FIRST_STATES) + 1 if row.ended else FIRST_STATES.index(row.state) if row.state in FIRST_STATES \
+        else len(FIRST_STATES)
     return (place, row.name, row.backend, row.server, row.host)
 
 
 def ordered(rows: Iterable[TopRow]) -> list[TopRow]:
-    """blocked first, then done, then the rest; by name within each."""
+    """blocked first, then done, then the rest, then the ended ones; by name within each."""
     return sorted(rows, key=rank)
 
 
@@ -130,6 +132,74 @@ def matches(row: TopRow, query: str) -> bool:
 
 def filtered(rows: Iterable[TopRow], query: str) -> list[TopRow]:
     return [row for row in rows if matches(row, query)] if query.split() else list(rows)
+
+
+ACTIVE = ("starting", "running")
+
+
+def is_ended(row: Mapping[str, Any]) -> bool:
+    """A registry row whose agent has ended: its status says so (stopped, terminated, ...). An `end` beside an
+    active status is from before a restore, and says nothing now."""
+    status = row.get("status")
+    return isinstance(status, str) and status not in ACTIVE
+
+
+def end_kind(row: Mapping[str, Any]) -> str:
+    """How the agent ended: the row's `end` when it has one (finished, failed, killed, stopped, lost), else what
+    its status and exit say."""
+    end = row.get("end")
+    if isinstance(end, str) and end:
+        return end
+    status, signal = row.get("exit_status"), row.get("exit_signal")
+    if row.get("status") == "stopped":
+        return "stopped"
+    if isinstance(signal, int):
+        return "killed"
+    if isinstance(status, int):
+        return "finished" if status == 0 else "failed"
+    return str(row.get("status") or "ended")
+
+
+def ended_at(row: Mapping[str, Any]) -> float | None:
+    """When it ended (`ended_at`, else `stopped_at`: UTC ISO 8601 as the registry writes them, or seconds)."""
+    from datetime import UTC, datetime
+
+    for name in ("ended_at", "stopped_at"):
+        value = row.get(name)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+            except ValueError:
+                continue
+    return None
+
+
+def end_text(row: Mapping[str, Any], now: float) -> str:
+    """WHY of an ended agent: `exited 3: KeyError ...` (its last line), `killed by signal 9`, else
+    `finished 3m ago`."""
+    lines = row.get("last_output")
+    last = next((str(x).strip() for x in reversed(lines) if isinstance(x, str) and x.strip()), "") \
+        if isinstance(lines, list) else ""
+    status, signal = row.get("exit_status"), row.get("exit_signal")
+    if isinstance(status, int) and status != 0:
+        return f"exited {status}" + (f": {last}" if last else "")
+    if isinstance(signal, int):
+        return f"killed by signal {signal}" + (f": {last}" if last else "")
+    at = ended_at(row)
+    return end_kind(row) + (f" {ago(at, now)} ago" if at is not None else "")
+
+
+def question(line: str, screen: Sequence[str], around: int = 3) -> list[str]:
+    """What a blocked agent asks: its evidence `line` and the `around` lines either side of its last appearance
+    on `screen` (the evidence line marked `>`); the line alone when the screen no longer shows it."""
+    wanted = line.strip()
+    at = next((i for i in range(len(screen) - 1, -1, -1) if wanted and wanted in screen[i]), None)
+    if at is None:
+        return [f"> {line}"] if wanted else [f"  {text}" for text in screen[-2 * around - 1:] if text.strip()]
+    return [("> " if i == at else "  ") + screen[i]
+            for i in range(max(0, at - around), min(len(screen), at + around + 1))]
 
 
 def columns_for(width: int) -> list[str]:
@@ -201,6 +271,7 @@ class Poller:
         self._lock = threading.Lock()
         self._asked: dict[Group, _Asked] = {}
         self._since: dict[tuple[str, str, str, str], tuple[str, float]] = {}
+        self._last: dict[tuple[str, str, str, str], TopRow] = {}  # each agent's last row read from an answer
         self._rows: list[Mapping[str, Any]] = []
         self.version = 0  # bumped on every answer, so the view knows when to redraw
         self.calls = 0  # fetches started, for the benchmark
@@ -216,7 +287,8 @@ class Poller:
     def refresh(self) -> int:
         """Start a call for each group with none in flight; return how many were started."""
         rows = list(self.registered())
-        groups = {(str(r["server"]), str(r.get("host") or "")) for r in rows}
+        # A server whose agents have all ended is not asked: nothing there to read, and no "down" line for it.
+        groups = {(str(r["server"]), str(r.get("host") or "")) for r in rows if not is_ended(r)}
         started = []
         with self._lock:
             self._rows = rows
@@ -270,6 +342,7 @@ class Poller:
             rows = list(self._rows)
             # Copied field by field: dataclasses.replace, once per server a second, was a tenth of an idle view.
             asked = {g: _Asked(a.started, a.doc, a.answered, a.error, dict(a.up)) for g, a in self._asked.items()}
+            known = dict(self._last)
         sessions: dict[tuple[str, str, str, str], Mapping[str, Any]] = {}
         lines: list[ServerLine] = []
         hung: set[Group] = set()
@@ -277,7 +350,8 @@ class Poller:
             server, host = group
             if a.started is not None and now - a.started > self.patience:
                 hung.add(group)
-                for backend in sorted({str(r["backend"]) for r in rows if (r["server"], r.get("host") or "") == group}):
+                for backend in sorted({str(r["backend"]) for r in rows
+                                       if (r["server"], r.get("host") or "") == group and not is_ended(r)}):
                     lines.append(ServerLine(backend, server, host, "unknown",
                                             f"no answer for {ago(a.started, now)}", a.up.get((backend, server))))
                 continue
@@ -296,9 +370,24 @@ class Poller:
         shown = []
         for r in rows:
             key = (str(r["backend"]), str(r["server"]), str(r.get("host") or ""), str(r["name"]))
+            if is_ended(r):  # what the registry says of its end; its server is not asked for it
+                shown.append(TopRow(key[3], key[0], key[1], key[2], str(r.get("status") or ""), "absent",
+                                    end_kind(r), "registry", end_text(r, now), since=ended_at(r), ended=True))
+                continue
             group = (key[1], key[2])
             entry = sessions.get(key)
             answered = asked[group].answered if group in asked else None
+            last = known.get(key)
+            unread = entry is not None and entry["live"] == "unknown" and (entry.get("state") or "unknown") == "unknown"
+            if last is not None and (group in hung or unread):
+                # Its server stopped answering: the agent's last known state, marked stale with its age; FOR still
+                # counts from when that state began (a hung server is no reason to say "0 blocked").
+                note = "its server is not answering" if group in hung else "its server could not be asked"
+                shown.append(TopRow(last.name, last.backend, last.server, last.host, last.status, "unknown",
+                                    last.state, last.source, f"{last.state}, last seen {ago(last.read_at, now)} ago"
+                                    f" ({note})", last.read_at, last.since, stale=True, said_at=last.said_at,
+                                    evidence=last.evidence))
+                continue
             if group in hung or entry is None:
                 seen = asked[group].up.get((key[0], key[1])) if group in asked else None
                 reason = "its server is not answering" if group in hung else "not read yet"
@@ -314,10 +403,14 @@ class Poller:
                 reason += f" (last seen {ago(seen, now)} ago)"
             age = entry.get("state_age")
             said = (answered - float(age)) if answered is not None and isinstance(age, int | float) else None
-            shown.append(TopRow(key[3], key[0], key[1], key[2], str(entry.get("status") or ""), entry["live"], state,
-                                entry.get("state_source") or "none", reason, answered,
-                                self._since_of(key, state, answered or now), said_at=said,
-                                evidence=entry.get("evidence")))
+            fresh = TopRow(key[3], key[0], key[1], key[2], str(entry.get("status") or ""), entry["live"], state,
+                           entry.get("state_source") or "none", reason, answered,
+                           self._since_of(key, state, answered or now), said_at=said, evidence=entry.get("evidence"))
+            if entry["live"] != "unknown" and state != "unknown":
+                known[key] = fresh
+            shown.append(fresh)
+        with self._lock:  # nothing kept of an agent that left the registry
+            self._last = {k: v for k, v in known.items() if k in self._since}
         return ordered(shown), lines
 
     def _since_of(self, key: tuple[str, str, str, str], state: str, at: float) -> float:
@@ -337,7 +430,8 @@ def _children_cpu() -> float:
 
 def fingerprint(rows: Sequence[TopRow], lines: Sequence[ServerLine]) -> tuple[Any, ...]:
     """What a refresh could change, without the ages: equal fingerprints mean nothing happened."""
-    return (tuple((r.key, r.status, r.live, r.state, r.source, r.why if not r.stale else "", r.stale) for r in rows),
+    return (tuple((r.key, r.status, r.live, r.state, r.source, r.why if not (r.stale or r.ended) else "", r.stale)
+                  for r in rows),
             tuple((s.backend, s.server, s.host, s.state) for s in lines))
 
 

@@ -341,6 +341,13 @@ def reconcile_text(doc: dict[str, Any]) -> str:
     return "\n".join([text, *(lines or ["restore: nothing to restore"])])
 
 
+def _unconfirmed(key: str) -> str:
+    """`NAME|SERVER[@HOST]` (the --json key) as every other line names an agent: `NAME (server SERVER on HOST)`."""
+    name, _, where = key.partition("|")
+    server, _, host = where.partition("@")
+    return f"{name} (server {server}{f' on {host}' if host else ''})"
+
+
 def _drift_report(doc: dict[str, Any]) -> str:
     parts = [f"workspace {visible(doc['workspace'])}"]  # a directory's name may hold escape sequences
     if doc["servers"]:
@@ -358,8 +365,8 @@ def _drift_report(doc: dict[str, Any]) -> str:
     else:
         parts.append("no drift among the rows whose server answered; the others are unconfirmed")
     if doc["unconfirmed"]:
-        parts.append(f"unconfirmed (their server could not be asked, so mam says nothing of them): "
-                     f"{', '.join(doc['unconfirmed'])}")
+        parts.append(visible(f"unconfirmed (their server could not be asked, so mam says nothing of them): "
+                             f"{', '.join(_unconfirmed(u) for u in doc['unconfirmed'])}"))
     # Rows to fix (a row both C and D is one), as `written` counts them.
     fixes = len({(d["class"] == "B", d["backend"], d["server"], d["host"], d["name"]) for d in doc["drifts"]
                  if d["action"] != "report"})
