@@ -72,6 +72,21 @@ def base_env(home: Path, **variables: str) -> dict[str, str]:
     return env
 
 
+def mounted_tmpfs(folder: Path, size: str) -> Iterator[Path]:
+    """A small filesystem of its own at `folder` (`size`, e.g. "64k"), that a test can fill or make read-only;
+    the test is skipped where no tmpfs can be mounted. Unmounted at the end."""
+    mount_point = folder / "fs"
+    mount_point.mkdir()
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount_point)],
+                          capture_output=True, text=True, timeout=20)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
+    try:
+        yield mount_point
+    finally:
+        subprocess.run(["umount", "-l", str(mount_point)], capture_output=True, timeout=20)
+
+
 QUICK_SETTLE = 0.3  # the fake herdr's `agent start` settle delay in most tests (herdr's own is 3 s)
 
 

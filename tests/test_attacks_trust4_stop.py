@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from conftest import Tmux, Workspace, ZellijKit
+from conftest import Tmux, Workspace, ZellijKit, mounted_tmpfs
 from mam.commands.lifecycle import stop_document
 from mam.servers.app import App
 from mam.util.errors import MamError
@@ -155,16 +154,7 @@ def test_herdr_a_pane_mam_did_not_start_is_reached_by_no_row(ws: Workspace) -> N
 @pytest.fixture
 def tmpfs(tmp_path: Path) -> Iterator[Path]:
     """A small filesystem of its own (256 KiB), that a test can fill."""
-    mount_point = tmp_path / "fs"
-    mount_point.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount_point)],
-                          capture_output=True, text=True, timeout=20)
-    if proc.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
-    try:
-        yield mount_point
-    finally:
-        subprocess.run(["umount", "-l", str(mount_point)], capture_output=True, timeout=20)
+    yield from mounted_tmpfs(tmp_path, "256k")
 
 
 def _fill(root: Path) -> Path:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Workspace
+from conftest import Workspace, mounted_tmpfs
 
 ROWS = "version: 1\nsessions:\n  - {name: ghost, server: gone, status: running, team: blue}\n"
 
@@ -22,16 +22,7 @@ ROWS = "version: 1\nsessions:\n  - {name: ghost, server: gone, status: running, 
 @pytest.fixture
 def tmpfs(tmp_path: Path) -> Iterator[Path]:
     """A small filesystem of its own (64 KiB), so a test can fill it or make it read-only."""
-    mount_point = tmp_path / "fs"
-    mount_point.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount_point)],
-                          capture_output=True, text=True, timeout=20)
-    if proc.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
-    try:
-        yield mount_point
-    finally:
-        subprocess.run(["umount", "-l", str(mount_point)], capture_output=True, timeout=20)
+    yield from mounted_tmpfs(tmp_path, "64k")
 
 
 def _workspace_on(ws: Workspace, root: Path) -> dict[str, str]:
