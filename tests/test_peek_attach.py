@@ -235,7 +235,9 @@ def test_peek_send_and_attach_on_an_ended_agent_say_how_it_ended(ws: Workspace) 
         " ended_at: '2026-12-05T10:00:00Z', restored_at: '2026-12-05T09:00:00Z'}\n"
         "  - {name: killed, server: live, status: terminated, exit_signal: 9, last_output: []}\n"
         "  - {name: before, server: live, status: running, exit_status: 2, last_output: [old],"
-        " ended_at: '2026-12-05T08:00:00Z', restored_at: '2026-12-05T08:00:00Z'}\n")
+        " ended_at: '2026-12-05T07:59:59Z', restored_at: '2026-12-05T08:00:00Z'}\n")
+    # (an end in the same second as the restore counts as the new run's: times have whole seconds, and an agent that
+    # dies at once after its restore must count towards a crash loop)
     ws.herdr.start("live")
     ws.herdr.set_agents("live", [])
     env = {**ws.env, "MAM_ATTACH_ECHO": "1"}
