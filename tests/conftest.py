@@ -526,9 +526,9 @@ def hd(request: pytest.FixtureRequest, ws: Workspace) -> Iterator[HerdrKit]:
 # after every fixture's teardown) is killed and named; the run fails. Under pytest-xdist each worker checks its
 # own and hands its list to the main process (workeroutput), which names them and fails the run.
 _LEFT_KEY = "mam_left_processes"
-# Whether a process left behind fails the run. Not yet by default: one test, not yet found, at times leaves a
-# fake `claude` (`sh -c claude --session-id ...` and its `sleep 600`) under load; until it is, the run names and
-# kills what was left, and MAM_TEST_LEFTOVERS=fail makes it fail (use it to find that test).
+# Whether a process left behind fails the run: with MAM_TEST_LEFTOVERS=fail. Not yet by default: the last leak
+# found (test_hooks_herdr's fake `claude`, which the fake herdr's end did not end) is fixed, and the default turns
+# strict once full runs have stayed clean with it; meanwhile the run names and kills what was left.
 STRICT_LEFTOVERS = os.environ.get("MAM_TEST_LEFTOVERS") == "fail"
 _left: list[str] = []
 

@@ -34,6 +34,13 @@ def test_a_herdr_agents_report_decides_over_herdrs_state(ws: Workspace, tmp_path
     ws.herdr.start("team", env=env)
     proc = ws.mam("spawn", "asker", "--agent", "claude", "--server", "team", env=env)
     assert proc.returncode == 0, proc.stderr
+    try:
+        _reported_blocked_then_stale(ws, env)
+    finally:  # the agent ends with the test (the fake herdr's server going does not end its agents)
+        ws.mam("stop", "asker", "--server", "team", env=env)
+
+
+def _reported_blocked_then_stale(ws: Workspace, env: dict[str, str]) -> None:
     pane = ws.mam_json("ls", "--server", "team", env=env)["agents"][0]["pane_id"]
     reports = ws.root / ".mam" / "reports" / "asker.json"
     deadline = time.monotonic() + 20
