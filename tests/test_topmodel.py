@@ -274,7 +274,7 @@ def test_ended_agents_are_a_group_below_the_live_ones_with_their_end_in_why() ->
          "stopped_at": "2027-01-15T07:57:00Z"},
         {"name": "crashed", "backend": "tmux", "server": "s1", "host": "", "status": "terminated", "exit_status": 3,
          "last_output": ["Traceback (most recent call last):", "KeyError: 'path'", ""]},
-        # The end and ended_at another branch adds to each row: read when present.
+        # Its end read from its exit status (mam.agents.remains.end_of; an `end` key is not the registry's).
         {"name": "finisher", "backend": "tmux", "server": "gone", "host": "", "status": "terminated",
          "end": "finished", "ended_at": "2027-01-15T07:57:00Z", "exit_status": 0},
     ]
@@ -298,3 +298,30 @@ def test_ended_agents_are_a_group_below_the_live_ones_with_their_end_in_why() ->
         ("finisher", True, "finished", "finished 3m ago"),
     ]
     assert rows[3].cells(clock[0])["for"] == "3m"  # FOR: how long ago it ended
+
+
+def test_an_ended_agent_s_end_in_top_is_the_one_mam_status_gives(ws: Workspace) -> None:
+    """END of `mam status` (mam.agents.remains.end_of) and the ended group of `mam top` agree: an exit from before
+    the agent's last restore says nothing of how it ends now (lost), a spawn that failed is `failed`, a stop the
+    user asked for is `stopped` whatever the row's status says."""
+    from mam.cli.topactions import Actions
+    from mam.registry import text as registry_text
+    from mam.servers.app import App
+
+    base = {"backend": "tmux", "server": "gone", "created_at": "2027-01-15T07:00:00Z"}
+    rows = [
+        {**base, "name": "restored", "status": "terminated", "exit_status": 3, "last_output": ["KeyError: 'path'"],
+         "ended_at": "2027-01-15T07:10:00Z", "restored_at": "2027-01-15T07:20:00Z"},
+        {**base, "name": "unspawned", "status": "terminated", "spawn_failed": True},
+        {**base, "name": "asked-to-stop", "status": "terminated", "stop_requested_at": "2027-01-15T07:57:00Z"},
+    ]
+    ws.write_registry(registry_text.dump({"version": 1, "sessions": rows}))
+    actions = Actions(App.open(str(ws.root), "tmux", ws.env))
+    status = {s["name"]: s["end"] for s in ws.mam_json("status")["sessions"]}
+    poller = Poller(actions.registered, actions.fetch, patience=5, clock=lambda: 1_800_000_000.0)
+    poller.refresh()
+    settle(poller)
+    shown = {r.name: (r.state, r.why) for r in poller.snapshot()[0]}
+    assert {name: state for name, (state, _) in shown.items()} == status == {
+        "restored": "lost", "unspawned": "failed", "asked-to-stop": "stopped"}
+    assert shown["restored"][1] == "lost" and shown["asked-to-stop"][1] == "stopped 3m ago", shown

@@ -16,6 +16,8 @@ if TYPE_CHECKING:
 # first taken.
 
 PEEK_LINES = 40
+# A row's fields that say how and when its agent ended (mam.agents.remains.end_of), besides its exit and lines.
+END_FIELDS = ("ended_at", "stopped_at", "stop_requested_at", "restored_at", "spawn_failed")
 
 
 class Actions:
@@ -117,13 +119,13 @@ class Actions:
 
 
 def _end_of(raw: dict[str, Any]) -> dict[str, Any]:
-    """What the row keeps of how its agent ended (its last lines cleaned as every quoted line is), and `end` and
-    `ended_at` when the row has them."""
+    """What the row keeps of how its agent ended (its last lines cleaned as every quoted line is), and the fields
+    by which `mam status` tells that end (mam.agents.remains.end_of), which the view tells the same way."""
     from mam.agents.rows import history
 
     kept = history(raw)
     return {"exit_status": kept["exit_status"], "exit_signal": kept["exit_signal"], "last_output": kept["last_output"],
-            **{k: raw[k] for k in ("end", "ended_at", "stopped_at") if k in raw}}
+            **{k: raw[k] for k in END_FIELDS if k in raw}}
 
 
 def attach(program: str, argv: list[str], env: dict[str, str]) -> int:

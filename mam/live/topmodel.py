@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from mam.agents.remains import current_end, end_of
+from mam.registry import ACTIVE_STATUSES
 from mam.util.render import why
 
 # The order of the rows: the agents that need a person first, then the finished ones, then the rest.
@@ -134,40 +136,24 @@ def filtered(rows: Iterable[TopRow], query: str) -> list[TopRow]:
     return [row for row in rows if matches(row, query)] if query.split() else list(rows)
 
 
-ACTIVE = ("starting", "running")
-
-
 def is_ended(row: Mapping[str, Any]) -> bool:
     """A registry row whose agent has ended: its status says so (stopped, terminated, ...). An `end` beside an
     active status is from before a restore, and says nothing now."""
     status = row.get("status")
-    return isinstance(status, str) and status not in ACTIVE
+    return isinstance(status, str) and status not in ACTIVE_STATUSES
 
 
 def end_kind(row: Mapping[str, Any]) -> str:
-    """How the agent ended: the row's `end` when it has one (finished, failed, killed, stopped, lost), else what
-    its status and exit say."""
-    end = row.get("end")
-    if isinstance(end, str) and end:
-        return end
-    status, signal = row.get("exit_status"), row.get("exit_signal")
-    if row.get("status") == "stopped":
-        return "stopped"
-    if isinstance(signal, int):
-        return "killed"
-    if isinstance(status, int):
-        return "finished" if status == 0 else "failed"
-    return str(row.get("status") or "ended")
+    """How the agent ended, as `mam status` says it (mam.agents.remains.end_of: finished, failed, killed,
+    stopped, lost): an exit from before its last restore says nothing of this end."""
+    return end_of(row, "absent")[0] or "lost"
 
 
 def ended_at(row: Mapping[str, Any]) -> float | None:
-    """When it ended (`ended_at`, else `stopped_at`: UTC ISO 8601 as the registry writes them, or seconds)."""
+    """When it ended (end_of's time, else `stopped_at`), in seconds; None when the row cannot tell."""
     from datetime import UTC, datetime
 
-    for name in ("ended_at", "stopped_at"):
-        value = row.get(name)
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value)
+    for value in (end_of(row, "absent")[1], row.get("stopped_at")):
         if isinstance(value, str):
             try:
                 return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
@@ -179,16 +165,18 @@ def ended_at(row: Mapping[str, Any]) -> float | None:
 def end_text(row: Mapping[str, Any], now: float) -> str:
     """WHY of an ended agent: `exited 3: KeyError ...` (its last line), `killed by signal 9`, else
     `finished 3m ago`."""
-    lines = row.get("last_output")
+    end = end_kind(row)
+    facts = row if current_end(row) else {}
+    lines = facts.get("last_output")
     last = next((str(x).strip() for x in reversed(lines) if isinstance(x, str) and x.strip()), "") \
         if isinstance(lines, list) else ""
-    status, signal = row.get("exit_status"), row.get("exit_signal")
-    if isinstance(status, int) and status != 0:
+    status, signal = facts.get("exit_status"), facts.get("exit_signal")
+    if end == "failed" and isinstance(status, int):
         return f"exited {status}" + (f": {last}" if last else "")
-    if isinstance(signal, int):
+    if end == "killed" and isinstance(signal, int):
         return f"killed by signal {signal}" + (f": {last}" if last else "")
     at = ended_at(row)
-    return end_kind(row) + (f" {ago(at, now)} ago" if at is not None else "")
+    return end + (f" {ago(at, now)} ago" if at is not None else "")
 
 
 def question(line: str, screen: Sequence[str], around: int = 3) -> list[str]:
