@@ -101,6 +101,23 @@ def test_a_screen_reader_that_does_not_answer_is_killed_and_replaced(fresh_reade
     assert fresh_reader.started == 2
 
 
+def test_a_screen_larger_than_the_pipe_to_a_reader_that_reads_no_more_is_lost_not_waited_for(
+        fresh_reader: worker.Reader) -> None:
+    """A screen is up to $MAM_MAX_OUTPUT bytes and a pipe holds 64 KiB: the frame is written within the same
+    deadline as the answer is waited for (it blocked, holding every other thread's reading, for good)."""
+    library = _library("^ready$")
+    assert fresh_reader.classify(library, "slow", "ready\n", 0.5, None).state == "idle"
+    child = fresh_reader._child
+    assert child is not None
+    os.kill(child.proc.pid, signal.SIGSTOP)
+    verdict, took, _ = _in_thread(
+        lambda: fresh_reader.classify(library, "slow", "x" * 1_000_000 + "\nready\n", 0.5, None), 30)
+    assert verdict is not None and (verdict.state, verdict.overtime) == ("unknown", LOST), (verdict, took)
+    assert took < 0.5 + worker.GRACE + 5, took
+    assert child.proc.poll() is not None  # killed, not left stopped
+    assert fresh_reader.classify(library, "slow", "x" * 1_000_000 + "\nready\n", 0.5, None).line == "ready"
+
+
 def test_more_rule_sets_than_the_reader_keeps_are_sent_again(fresh_reader: worker.Reader) -> None:
     libraries = [_library(f"^ready{n}$") for n in range(worker.KEEP + 2)]  # one per workspace, say
     for n, library in enumerate(libraries):

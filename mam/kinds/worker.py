@@ -54,15 +54,18 @@ class _Child:
         self.proc = subprocess.Popen(  # noqa: S603 - our own interpreter and code, an explicit argv
             [sys.executable, "-I", "-c", _CHILD, _mam_root()], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL, env={}, cwd="/", start_new_session=True)
+        assert self.proc.stdin is not None
+        os.set_blocking(self.proc.stdin.fileno(), False)  # frames are written by _write, with a deadline
         self.holds: list[str] = []  # the digests of the libraries it keeps, oldest first, as it keeps them
         self.answered = False  # until its first answer, it may still be loading its modules
 
-    def send(self, message: tuple[Any, ...]) -> None:
+    def send(self, message: tuple[Any, ...], deadline: float) -> bool:
+        """Write one frame by `deadline`; whether it was: a child that reads no more (stopped, hung) must not hold
+        the caller once the pipe is full (a screen is up to $MAM_MAX_OUTPUT bytes, a pipe holds 64 KiB)."""
         data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
         stdin = self.proc.stdin
         assert stdin is not None
-        stdin.write(_HEADER.pack(len(data)) + data)
-        stdin.flush()
+        return _write(stdin, _HEADER.pack(len(data)) + data, deadline)
 
     def answer(self, deadline: float) -> dict[str, Any] | None:
         """The child's next answer, or None when it gave none by `deadline` (or died, or wrote nonsense)."""
@@ -102,6 +105,21 @@ class _Child:
             pass
 
 
+def _write(stream: IO[bytes], data: bytes, deadline: float) -> bool:
+    """All of `data` to `stream` (non-blocking: _Child) by `deadline`, waiting without holding the GIL."""
+    fd = stream.fileno()
+    view = memoryview(data)
+    while view:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([], [fd], [], left)[1]:
+            return False
+        try:
+            view = view[os.write(fd, view):]
+        except BlockingIOError:
+            continue
+    return True
+
+
 def _read(stream: IO[bytes], size: int, deadline: float) -> bytes | None:
     """Exactly `size` bytes of `stream` by `deadline`, waiting without holding the GIL; None if not."""
     fd = stream.fileno()
@@ -137,16 +155,17 @@ class Reader:
                 child = self._child = _Child()
                 self.started += 1
             deadline = time.monotonic() + budget + GRACE + (0 if child.answered else START_TIMEOUT)
+            answer = None
             try:
+                sent = True
                 if digest not in child.holds:
-                    child.send(("library", digest, blob))
+                    sent = child.send(("library", digest, blob), deadline)
                     child.holds.append(digest)
                     del child.holds[:-KEEP]  # as the child forgets them
-                child.send(("read", digest, kind, text, budget, below_cursor))
+                if sent and child.send(("read", digest, kind, text, budget, below_cursor), deadline):
+                    answer = child.answer(deadline)
             except (OSError, ValueError):
-                answer = None
-            else:
-                answer = child.answer(deadline)
+                pass
             if answer is None:
                 self._child = None
                 child.kill()
