@@ -27,7 +27,7 @@ import time
 import weakref
 from typing import IO, Any, BinaryIO
 
-from mam.kinds.classify import LOST, Verdict
+from mam.kinds.classify import LOST, Verdict, classify_screen, time_limits
 from mam.kinds.library import Library
 
 GRACE = 1.0  # seconds the child may take beyond the screen's own limit before it is taken for hung
@@ -222,8 +222,6 @@ def stop() -> None:
 def serve(source: BinaryIO | None = None, sink: BinaryIO | None = None) -> None:
     """Read screens until the input ends: a ("library", digest, pickled Library) frame gives rules, a ("read", digest,
     kind, text, budget, below_cursor) frame asks for one verdict, answered as one JSON frame."""
-    from mam.kinds.classify import classify_screen, time_limits  # in the child only
-
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C meant for the caller: it ends this child
     source = source or sys.stdin.buffer
     sink = sink or sys.stdout.buffer
