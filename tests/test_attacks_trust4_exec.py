@@ -97,6 +97,21 @@ def test_closing_kills_the_run_in_progress_and_runs_no_more(tmp_path: Path) -> N
     assert started.read_text().split() == [str(pid)] and runs(out) == []
 
 
+def test_a_run_that_starts_as_the_watch_closes_is_killed_with_it(tmp_path: Path) -> None:
+    """The queue's thread took a change just before `close`, and starts the command after it: `close` found no
+    run to kill, and the command (in a session of its own) outlived mam, the daemon thread that would have
+    timed it out gone with mam."""
+    out, started = tmp_path / "runs.jsonl", tmp_path / "started"
+    announcer = Announcer(False, started_recorder(out, started, 30), dict(os.environ), tell=lambda _: None)
+    assert announcer.close() == 0
+    began = time.monotonic()
+    announcer._exec({"name": "a", "to": "done", "at": "t"})  # as the queue's thread does with the change it took
+    assert time.monotonic() - began < 10  # not the command's 30 s
+    assert runs(out) == []
+    pids = started.read_text().split() if started.exists() else []
+    assert all(not alive(pid) for pid in pids), pids
+
+
 # -- mam top ----------------------------------------------------------------------------------------------------
 
 

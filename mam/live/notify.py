@@ -230,6 +230,8 @@ class Announcer:
 
     def _started(self, proc: subprocess.Popen[bytes]) -> None:
         self._running = proc
+        if self.runs.closed:  # `close` came while it was being started, and saw no run to kill
+            _kill_group(proc, wait=False)
 
     def _dropped(self, change: Change, count: int) -> None:
         self.say(f"--exec is behind: the change of {change.get('name')} to {change.get('to')} at {change.get('at')} "
