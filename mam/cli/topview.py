@@ -450,32 +450,25 @@ class TopApp(App[None]):
         return box
 
     def action_stop(self) -> None:
-        row = self.selected_row()
-        if row is None:
-            return
-
-        def done(yes: bool | None) -> None:
-            if yes:
-                self.say(f"stop {row.name}: stopping")
-                self.act(f"stop {row.name}", self.actions.stop, row)
-            else:
-                self.say(f"{row.name} left running")
-
-        self.push_screen(Confirm(visible(f"stop {row.name} on {row.backend} server {row.server}?")), done)
+        self._confirm_then("stop", "stopping", "left running")
 
     def action_restore(self) -> None:
+        self._confirm_then("restore", "restoring", "not restored")
+
+    def _confirm_then(self, verb: str, doing: str, declined: str) -> None:
+        """Ask `VERB NAME on BACKEND server SERVER?` of the selected row; on yes, take the action of that name."""
         row = self.selected_row()
         if row is None:
             return
 
         def done(yes: bool | None) -> None:
             if yes:
-                self.say(f"restore {row.name}: restoring")
-                self.act(f"restore {row.name}", self.actions.restore, row)
+                self.say(f"{verb} {row.name}: {doing}")
+                self.act(f"{verb} {row.name}", getattr(self.actions, verb), row)
             else:
-                self.say(f"{row.name} not restored")
+                self.say(f"{row.name} {declined}")
 
-        self.push_screen(Confirm(visible(f"restore {row.name} on {row.backend} server {row.server}?")), done)
+        self.push_screen(Confirm(visible(f"{verb} {row.name} on {row.backend} server {row.server}?")), done)
 
     def action_filter(self) -> None:
         def done(text: str | None) -> None:
