@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from test_attacks_trust3 import SLOW_RULES
 
 from conftest import Tmux, Workspace
 from mam.kinds import worker
@@ -27,16 +28,7 @@ from mam.kinds.reading import read_screen
 STANDIN = str(Path(__file__).parent / "agents" / "standin.py")
 # Polynomial, not nested: the load-time check cannot know it; on a line of 1,000 `a`s it runs for years.
 HOSTILE = "a.*a.*a.*a.*a.*a.*b"
-HOSTILE_RULES = f"""schema: 1
-kinds:
-  slowkind:
-    programs: [slowkind]
-    rules:
-      - id: slowkind.idle
-        state: idle
-        pattern: '{HOSTILE}'
-        lines: 5
-"""
+HOSTILE_RULES = SLOW_RULES.format(pattern=HOSTILE)
 
 
 def _library(pattern: str) -> Library:

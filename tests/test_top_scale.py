@@ -57,6 +57,16 @@ def test_a_refresh_parses_the_registry_once_and_again_only_when_it_changes(ws: W
     assert "s4-agent-0" in {row.name for row in rows} and len(rows) == 13
 
 
+async def _all_rows_read(app: Any, pilot: Any, rows: int = 300) -> None:
+    """Until the view shows the fleet's `rows` and no server's call is out (30 s at most)."""
+    from textual.widgets import DataTable
+
+    for _ in range(600):
+        if app.query_one(DataTable).row_count == rows and not app.poller.busy():
+            return
+        await pilot.pause(0.05)
+
+
 def test_an_idle_view_asks_no_more_often_than_its_cost_allows() -> None:
     pacer = Pacer(base=1.0, most=8.0, factor=2.0)
     # A small fleet: a refresh costs 20 ms of CPU, the wait grows to 8 s as before.
@@ -142,10 +152,7 @@ def test_a_draw_with_nothing_new_makes_no_cell_and_no_line_again(monkeypatch: py
 
     async def scenario() -> None:
         async with app.run_test(size=(160, 48)) as pilot:
-            for _ in range(600):
-                if app.query_one(DataTable).row_count == 300 and not app.poller.busy():
-                    break
-                await pilot.pause(0.05)
+            await _all_rows_read(app, pilot)
             app.draw()
             monkeypatch.setattr(topview, "visible", counted_visible)
             monkeypatch.setattr(Static, "update", counted_update)
@@ -182,10 +189,7 @@ def test_an_idle_view_draws_the_table_when_an_age_turns_or_the_terminal_is_resiz
 
     async def scenario() -> None:
         async with app.run_test(size=(160, 48)) as pilot:
-            for _ in range(600):
-                if app.query_one(DataTable).row_count == 300 and not app.poller.busy():
-                    break
-                await pilot.pause(0.05)
+            await _all_rows_read(app, pilot)
             await pilot.pause(0.5)
             settled = len(draws)
             await pilot.pause(2.5)
