@@ -184,9 +184,9 @@ class TopApp(App[None]):
         self.rows: list[TopRow] = []
         self.lines: list[ServerLine] = []
         self._layout: dict[str, int] = {}
-        self._drawn_keys: list[str] = []  # the rows in the table, top to bottom, and their cells
         self._by_key: dict[str, tuple[str, str, str, str]] = {}  # a table row's key -> its agent's
-        self._drawn: dict[str, list[tuple[str, str]]] = {}  # (text, style): Text's == ignores its style
+        # The rows in the table, top to bottom, and their cells as (text, style): Text's == ignores its style.
+        self._drawn: dict[str, list[tuple[str, str]]] = {}
         self._fixed: dict[TopRow, dict[str, tuple[str, str]]] = {}  # each row's cells but its ages
         self._shown: dict[str, str] = {}  # what the title and the server lines show
         self._next_refresh = 0.0
@@ -272,9 +272,9 @@ class TopApp(App[None]):
                 for column in columns:
                     table.add_column(HEADERS[column], key=column, width=widths[column])
                 self._layout = widths
-                self._drawn_keys = []  # new columns: every row again
+                self._drawn = {}  # new columns: every row again
             first, last = self._on_screen(table)
-            if list(drawn) == self._drawn_keys and table.row_count == len(drawn):
+            if list(drawn) == list(self._drawn) and table.row_count == len(drawn):
                 # The same rows in the same order: only the cells that changed are rewritten, in place; the ages
                 # of the rows off screen when they scroll into view (any cell rewritten redraws the whole
                 # screenful of the table, and a thousand rows' ages turn at a thousand moments).
@@ -292,7 +292,6 @@ class TopApp(App[None]):
                 keys = [r.key for r in shown]
                 if selected is not None and selected in keys:  # the cursor stays on the agent, wherever it went
                     table.move_cursor(row=keys.index(selected), animate=False)
-            self._drawn_keys = list(drawn)
             self._by_key = {_key_of(r): r.key for r in shown}
             self._drawn = drawn
             self._counts = (len(shown), len(self.rows), sum(r.state == "blocked" for r in self.rows),
@@ -385,9 +384,10 @@ class TopApp(App[None]):
         the filter or a new order has changed since (a row number would hand a key to another agent)."""
         table: DataTable[Any] = self.query_one(DataTable)
         row = table.cursor_row
-        if not table.row_count or not 0 <= row < len(self._drawn_keys):
+        keys = list(self._drawn)
+        if not table.row_count or not 0 <= row < len(keys):
             return None
-        return self._by_key.get(self._drawn_keys[row])
+        return self._by_key.get(keys[row])
 
     def selected_row(self) -> TopRow | None:
         key = self.selected()
