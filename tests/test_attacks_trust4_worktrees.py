@@ -6,11 +6,13 @@ there, and start the agent in it. Real git and real tmux on a private socket; HO
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 from pathlib import Path
 
 import pytest
-from test_worktrees import listed, make_repo, spawn
+from test_worktrees import git, listed, make_repo, spawn
 
 from conftest import Tmux, Workspace
 
@@ -58,3 +60,37 @@ def test_a_link_that_stays_inside_is_followed(ws: Workspace, tmux: Tmux) -> None
     assert proc.returncode == 0, proc.stderr
     assert (inside / "w1" / "tracked.txt").is_file()
     assert ws.mam("stop", "w1", "--server", server).returncode == 0
+
+
+def _bare_repository_with_a_filter(root: Path, marker: Path) -> Path:
+    """What a clone can carry: a bare repository's files (HEAD, config, objects/) whose config names a clean
+    filter, and beside it a work tree whose .gitattributes applies it to a file git must hash again."""
+    source = root / "src"
+    make_repo(source)
+    (source / ".gitattributes").write_text("tracked.txt filter=f\n")
+    git(source, "add", "-A")
+    git(source, "commit", "-q", "-m", "attributes")
+    planted = root / "evil"
+    shutil.copytree(source / ".git", planted)
+    shutil.copy(source / "tracked.txt", root / "tracked.txt")
+    shutil.copy(source / ".gitattributes", root / ".gitattributes")
+    shutil.rmtree(source)
+    (planted / "config").write_text("[core]\n\trepositoryformatversion = 0\n\tbare = false\n\tworktree = ..\n"
+                                    f'[filter "f"]\n\tclean = "touch {marker} && cat"\n')
+    os.utime(root / "tracked.txt", (978307200, 978307200))  # not what the index says: git runs the filter
+    return planted
+
+
+def test_a_row_never_makes_git_run_a_clones_bare_repository(ws: Workspace, tmp_path: Path) -> None:
+    """`mam status` and `mam worktree list` read the work of every worktree a row records, signed or not: a row
+    naming a bare repository the clone carries no longer runs the filter its config names."""
+    marker = tmp_path / "PWNED"
+    planted = _bare_repository_with_a_filter(ws.root, marker)
+    record = {"path": str(planted), "branch": "main", "base": "0" * 40, "repo": str(planted), "made_by_mam": True}
+    row = {"name": "x1", "backend": "tmux", "server": "s", "status": "stopped",
+           "spec": {"command": "sleep 1", "args": [], "cwd": str(ws.root), "env_names": [], "worktree": record}}
+    ws.write_registry("version: 1\nsessions:\n- " + json.dumps(row) + "\n")
+    listing = ws.mam_json("worktree", "list")
+    assert [(e["name"], e["state"]) for e in listing["worktrees"]] == [("x1", "unknown")]
+    ws.mam("status")
+    assert not marker.exists()

@@ -504,7 +504,8 @@ def state_of(record: Mapping[str, Any], timeout: float, env: Mapping[str, str]) 
     path = str(record.get("path"))
     base = str(record.get("base") or "")
     result = git(path, ["status", "--porcelain=v2", "-z", "--branch", "--untracked-files=all",
-                        "--ignore-submodules=none", "--no-renames"], timeout=timeout, env=env)
+                        "--ignore-submodules=none", "--no-renames"], timeout=timeout, env=env,
+                 bare=False)  # a worktree is never bare; a folder a row names may be a clone's bare repository
     if not result.ok:
         gone = result.why.startswith("git exited") and "cannot change to" in result.stderr
         return unread(record, None if gone else result.why)
