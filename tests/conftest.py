@@ -87,6 +87,21 @@ def mounted_tmpfs(folder: Path, size: str) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(mount_point)], capture_output=True, timeout=20)
 
 
+def fill(root: Path) -> Path:
+    """Fill the filesystem of `root` (a `mounted_tmpfs`) to its last byte; the file that fills it is returned, to
+    free it."""
+    filler = root / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        while os.write(fd, b"x" * 512):
+            pass
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+    return filler
+
+
 QUICK_SETTLE = 0.3  # the fake herdr's `agent start` settle delay in most tests (herdr's own is 3 s)
 
 

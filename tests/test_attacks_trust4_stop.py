@@ -5,7 +5,6 @@ never undone by `restore --all`."""
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from conftest import Tmux, Workspace, ZellijKit, mounted_tmpfs
+from conftest import Tmux, Workspace, ZellijKit, fill, mounted_tmpfs
 from mam.commands.lifecycle import stop_document
 from mam.servers.app import App
 from mam.util.errors import MamError
@@ -157,20 +156,6 @@ def tmpfs(tmp_path: Path) -> Iterator[Path]:
     yield from mounted_tmpfs(tmp_path, "256k")
 
 
-def _fill(root: Path) -> Path:
-    """Fill the filesystem of `root` to its last byte; the file that fills it is returned, to free it."""
-    filler = root / "filler"
-    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o644)
-    try:
-        while os.write(fd, b"x" * 512):
-            pass
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-    return filler
-
-
 def _workspace_on(ws: Workspace, tmux: Tmux, root: Path) -> tuple[dict[str, str], str]:
     """A workspace on `root` with one agent mam started, `a`, on a private tmux server."""
     env = {**ws.env, "MAM_WORKSPACE": str(root)}
@@ -184,7 +169,7 @@ def test_a_full_disk_before_the_stop_closes_nothing_and_says_so(ws: Workspace, t
     env, server = _workspace_on(ws, tmux, tmpfs)
     registry = tmpfs / ".mam" / "agent-sessions.yaml"
     before = registry.read_bytes()
-    filler = _fill(tmpfs)
+    filler = fill(tmpfs)
     proc = ws.mam("stop", "a", env=env, cwd=tmpfs)
     assert proc.returncode == 1, proc.stderr
     assert proc.stderr.startswith(f"mam: a on tmux server {server} was not stopped: mam could not record the stop "
@@ -202,7 +187,7 @@ def test_a_full_disk_after_the_close_says_the_agent_is_stopped_and_restore_all_l
 
     def stop_then_fill(self: TmuxBackend, server: str, name: str, ctx: Any, force: bool = False) -> Any:
         result = real_stop(self, server, name, ctx, force=force)
-        filled.append(_fill(tmpfs))  # the disk fills while the agent closes: its row cannot be written
+        filled.append(fill(tmpfs))  # the disk fills while the agent closes: its row cannot be written
         return result
 
     monkeypatch.setattr(TmuxBackend, "stop", stop_then_fill)

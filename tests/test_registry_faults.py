@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Workspace, mounted_tmpfs
+from conftest import Workspace, fill, mounted_tmpfs
 
 ROWS = "version: 1\nsessions:\n  - {name: ghost, server: gone, status: running, team: blue}\n"
 
@@ -59,15 +59,7 @@ def test_a_full_disk_refuses_the_write_and_keeps_the_file(ws: Workspace, tmpfs: 
     registry = tmpfs / ".mam" / "agent-sessions.yaml"
     (registry.parent / "agent-sessions.yaml.lock").touch()
     before = registry.read_bytes()
-    filler = tmpfs / "filler"
-    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o644)
-    try:  # fill the filesystem to its last byte
-        while os.write(fd, b"x" * 512):
-            pass
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    filler = fill(tmpfs)
     _assert_refused_write(ws, env, registry, before)
     filler.unlink()  # space again: the same command now writes
     doc = ws.mam_json("reconcile", "--apply", env=env)

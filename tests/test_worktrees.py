@@ -424,3 +424,14 @@ def test_on_herdr_the_agent_starts_in_its_worktree(ws: Workspace) -> None:
     assert doc["session"]["cwd"] == place and doc["worktree"]["branch"] == "mam/h1"
     creates = [c["argv"] for c in ws.herdr.calls() if c["argv"][2:4] == ["workspace", "create"]]
     assert creates and place in creates[0]
+
+
+def test_remove_finds_its_row_as_peek_and_send_do(ws: Workspace) -> None:
+    """One lookup of an agent's row (mam.agents.rows.agent_row): an unknown name, a bad --host or --backend are
+    said as for `mam peek`, before any git call."""
+    proc = ws.mam("worktree", "remove", "nobody")
+    assert proc.returncode == 1 and "no registered agent named nobody" in proc.stderr
+    assert ws.mam("worktree", "remove", "nobody", "--host", "-oProxyCommand=x").returncode == 2
+    unknown = ws.mam("--backend", "nope", "worktree", "remove", "nobody")
+    peek = ws.mam("--backend", "nope", "peek", "nobody")
+    assert unknown.returncode == peek.returncode == 3 and unknown.stderr == peek.stderr  # no such backend

@@ -12,9 +12,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from mam.agents.rows import agent_row, listed_agent
+from mam.calls.route import remote_route
 from mam.plugin.records import Agent, Failure, PaneCapture
+from mam.servers.fanout import call_context, outcomes_for
 from mam.util.errors import MamError
-from mam.util.names import check_name
 
 if TYPE_CHECKING:
     from mam.registry import Row
@@ -28,29 +30,9 @@ MAX_LINES = 10_000  # a screen, not a log: anything longer is bad input
 ATTACH_ECHO = "MAM_ATTACH_ECHO"  # set to 1: `mam attach` prints the command it would run instead of running it
 
 
-def agent_row(app: App, name: str, server: str | None = None, host: str | None = None) -> Row:
-    """The one registry row of agent `name` (of the explicit backend, `server` and `host` when given)."""
-    from mam.agents.rows import rows_named
-    from mam.servers.hosts import checked_host
-
-    check_name(name, "agent name")
-    if server is not None:
-        check_name(server, "server name")
-    from mam.servers.availability import resolve_explicit_backend
-
-    resolve_explicit_backend(app)  # an unknown --backend is refused before the registry is read
-    rows = rows_named(app, app.load_registry(), name, server, checked_host(host))
-    if not rows:
-        raise MamError("operation_failed", f"no registered agent named {name}"
-                       + (f" on server {server}" if server else ""), hint="see `mam status`")
-    return rows[0]
-
-
 def live_agent(app: App, row: Row, verb: str) -> Agent:
     """The listed agent of `row`; an error when its server is down (never started here), could not be asked,
     or does not list it. `verb` names the command in the messages (`mam peek`)."""
-    from mam.agents.rows import listed_agent
-    from mam.servers.fanout import outcomes_for
 
     key = row.server_key
     return listed_agent(app, row, outcomes_for(app, {key})[key], verb)
@@ -66,7 +48,6 @@ def peek_document(app: App, name: str, lines: int = DEFAULT_LINES, server: str |
     """The last `lines` lines of agent `name`'s screen, escape sequences removed and every other control or
     invisible character written out (mam.util.render.visible): text that is safe to print (docs/json.md, peek)."""
     from mam.kinds.classify import screen_lines
-    from mam.servers.fanout import call_context
     from mam.util.render import visible
 
     check_lines(lines)
@@ -81,8 +62,6 @@ def peek_document(app: App, name: str, lines: int = DEFAULT_LINES, server: str |
 
 
 def _route(app: App, row: Row) -> Any:
-    from mam.calls.route import remote_route
-
     return remote_route(app.route(row.host))
 
 

@@ -9,14 +9,17 @@ from typing import TYPE_CHECKING, Any
 
 from mam.plugin.records import Agent, ServerOutcome, ServerState
 from mam.registry import Registry, Row, RowKey, timestamp
-from mam.servers.hosts import host_key
+from mam.servers.availability import require_binary, resolve_explicit_backend
+from mam.servers.hosts import checked_host, host_key
 from mam.util.errors import MamError
+from mam.util.names import check_name
+from mam.util.quote import shown
 
 if TYPE_CHECKING:
     from mam.servers.app import App
 
-# Deferred imports (inside functions), for start-up: `mam status` reads rows on every run; the remains and
-# availability load on the error path.
+# Deferred imports (inside functions), for start-up: `mam status` reads rows on every run; the remains load on the
+# error path.
 
 
 def rows_on(app: App, reg: Registry, server: str | None, host: str | None = None) -> list[Row]:
@@ -41,6 +44,19 @@ def rows_named(app: App, reg: Registry, name: str, server: str | None, host: str
         raise MamError("usage", f"{name} is registered on several servers ({where})",
                        hint="pass " + " and ".join(needed))
     return rows
+
+
+def agent_row(app: App, name: str, server: str | None = None, host: str | None = None) -> Row:
+    """The one registry row of agent `name` (of the explicit backend, `server` and `host` when given)."""
+    check_name(name, "agent name")
+    if server is not None:
+        check_name(server, "server name")
+    resolve_explicit_backend(app)  # an unknown --backend is refused before the registry is read
+    rows = rows_named(app, app.load_registry(), name, server, checked_host(host))
+    if not rows:
+        raise MamError("operation_failed", f"no registered agent named {name}"
+                       + (f" on server {server}" if server else ""), hint="see `mam status`")
+    return rows[0]
 
 
 def snapshot(row: Row) -> dict[str, Any]:
@@ -69,7 +85,6 @@ def listed_agent(app: App, row: Row, outcome: ServerOutcome, verb: str) -> Agent
     """The agent `outcome` lists for `row`, for a command that acts on a running agent (`verb`: `mam peek`,
     `mam send`, `mam attach`); an error when its server is down (never started here), could not be asked, or
     does not list it: then how the row says its agent ended, and how to bring it back (`not_running`)."""
-    from mam.servers.availability import require_binary
 
     if outcome.state is ServerState.DOWN:
         raise not_running(row, f"{row.backend} server {row.server} is down; {verb} never starts it")
@@ -115,7 +130,6 @@ def how_it_ended(row: Row, fresh: Mapping[str, Any] | None = None) -> str:
     from `fresh` (what its backend keeps of it now) when given, else from the row; "" when neither knows, or the
     row knows only an end from before its last restore (the agent has run since)."""
     from mam.agents import remains
-    from mam.util.quote import shown
 
     raw = row.raw
     if not fresh and remains.end_of(raw, "absent")[0] == "stopped":

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mam.agents.rows import ending, fresh_ends, how_it_ended, session_entry
+from mam.config.settings import timeout_from_env
 from mam.plugin.records import AGENT_STATES, AgentState, ServerOutcome, ServerState
 from mam.registry import Registry, Row
 from mam.servers.app import App
@@ -176,7 +177,6 @@ class _StateReader:
 
 def _state_reader(app: App, rows: Sequence[Row], into: dict[ServerKey, Any]) -> _StateReader:
     from mam.agents import agentstate as agent_state
-    from mam.config.settings import timeout_from_env
     from mam.kinds.classify import SCREEN_TIMEOUT, SCREEN_TIMEOUT_VAR
 
     library = agent_state.LazyLibrary(app.workspace.dot_mam / "states.yaml")

@@ -30,6 +30,7 @@ from mam.registry import Row, RowKey
 from mam.servers.app import App
 from mam.util.errors import MamError
 from mam.util.quote import shown
+from mam.util.safefile import leads_inside
 
 FOLDER = ".mam/worktrees"
 LOST_PREFIX = "mam/lost/"
@@ -119,11 +120,23 @@ def _same(a: str, b: str) -> bool:
     return os.path.normpath(a) == os.path.normpath(b)
 
 
+def confined(root: Path) -> Path:
+    """`root`'s .mam/worktrees, refused (exit 2) when a symbolic link (.mam, .mam/worktrees) takes it outside
+    `root`: a clone can carry such a link, and mam would make the worktree, its lock and .gitignore wherever it
+    points, and start the agent there."""
+    folder = root / FOLDER
+    if not leads_inside(folder, root):
+        target = shown(os.path.realpath(folder), 200, quote="repr", cut="inside")
+        raise MamError("invalid_workspace", f"{folder}: a symbolic link leading outside the workspace (to {target}): "
+                       "mam makes no worktree through it", hint="remove the link; mam makes .mam/worktrees itself")
+    return folder
+
+
 @contextmanager
 def name_lock(dot_mam: Path, name: str) -> Iterator[None]:
     """Held by a spawn that makes NAME's worktree and by a remove of it, so neither sees the other half done.
     The file lives in the folder mam makes under .mam/ (opened without following a link)."""
-    folder = dot_mam / "worktrees"
+    folder = confined(dot_mam.parent)
     folder.mkdir(parents=True, exist_ok=True)
     fd = os.open(folder / f".{name}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
@@ -154,6 +167,8 @@ def make(directory: str, name: str, branch: str, timeout: float, env: Mapping[st
     one that may be reused, and only when it is clean. Bad input (exit 2) before anything is made."""
     check_branch(directory, branch, timeout, env)
     repo = repository(directory, timeout, env)
+    if local:
+        confined(Path(repo))  # the repository of --cwd has a .mam of its own
     target = place(repo, name)
     entries = listed(repo, timeout, env)
     ref = f"refs/heads/{branch}"
@@ -489,7 +504,8 @@ def state_of(record: Mapping[str, Any], timeout: float, env: Mapping[str, str]) 
     path = str(record.get("path"))
     base = str(record.get("base") or "")
     result = git(path, ["status", "--porcelain=v2", "-z", "--branch", "--untracked-files=all",
-                        "--ignore-submodules=none", "--no-renames"], timeout=timeout, env=env)
+                        "--ignore-submodules=none", "--no-renames"], timeout=timeout, env=env,
+                 bare=False)  # a worktree is never bare; a folder a row names may be a clone's bare repository
     if not result.ok:
         gone = result.why.startswith("git exited") and "cannot change to" in result.stderr
         return unread(record, None if gone else result.why)

@@ -62,10 +62,16 @@ def _why(result: CommandResult) -> str:
     return f"git exited {result.returncode}" + (f": {said}" if said else "")
 
 
+# For a folder only a row names (a clone's registry can): git finds no bare repository there by itself. A clone
+# can carry one (files named HEAD, config, objects/), and its `config` may name a filter that `git status` runs.
+NO_BARE = ("-c", "safe.bareRepository=explicit")
+
+
 def git(directory: str, args: Sequence[str], *, timeout: float, env: Mapping[str, str],
-        extra_env: Mapping[str, str] | None = None) -> GitResult:
-    """`git -C directory PINNED args`, `directory` and every argument passed as one argv word each."""
-    argv = ["git", "-C", directory, *PINNED, *args]
+        extra_env: Mapping[str, str] | None = None, bare: bool = True) -> GitResult:
+    """`git -C directory PINNED args`, `directory` and every argument passed as one argv word each. `bare`
+    False: a bare repository at `directory` is refused (NO_BARE), for a folder the user did not name."""
+    argv = ["git", "-C", directory, *PINNED, *(() if bare else NO_BARE), *args]
     environment = git_env(env)
     environment.update(extra_env or {})
     if elsewhere() is not None:

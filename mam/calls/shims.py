@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mam.util.errors import MamError
+from mam.util.quote import shown
 
 if TYPE_CHECKING:
     from mam.plugin.records import BackendSpec
@@ -120,8 +121,10 @@ def shimmed_backends(specs: Iterable[BackendSpec]) -> dict[str, str]:
             if spec.executable and spec.server_options.names and _EXECUTABLE.fullmatch(spec.executable)}
 
 
-def install_shims(directory: Path, backends: Mapping[str, str]) -> list[Path]:
-    """One shim per backend (`backends` maps its executable's name to the backend), in `directory`."""
+def install_shims(directory: Path, backends: Mapping[str, str], only_shims: bool = False) -> list[Path]:
+    """One shim per backend (`backends` maps its executable's name to the backend), in `directory`. `only_shims`
+    (the workspace's own .mam/shim, which a clone can fill): a folder holding anything but mam's shims is refused,
+    nothing written, since the user is told to put it first on PATH."""
     from mam.util.safefile import open_folder, replace_in
 
     try:
@@ -130,6 +133,12 @@ def install_shims(directory: Path, backends: Mapping[str, str]) -> list[Path]:
         # file the user can write).
         folder = open_folder(directory, "shim folder")
         try:
+            foreign = _not_shims(folder, set(backends)) if only_shims else []
+            if foreign:
+                raise MamError("operation_failed", f"{directory}: holds {', '.join(shown(n, 60) for n in foreign[:5])}"
+                               f"{' ...' if len(foreign) > 5 else ''}, not mam's shims: a folder to put first on PATH "
+                               "holds nothing else (a clone can carry such a file)",
+                               hint="look at it, remove what you did not put there, then run `mam shim install` again")
             replace_in(folder, SHIM_MARKER, b"mam shim folder: mam never looks for real binaries here\n", 0o644)
             written = []
             for executable, backend in sorted(backends.items()):
@@ -140,3 +149,10 @@ def install_shims(directory: Path, backends: Mapping[str, str]) -> list[Path]:
     except OSError as exc:
         raise MamError("operation_failed", f"{directory}: cannot write the shims: {exc.strerror or exc}") from None
     return written
+
+
+
+def _not_shims(folder: int, ours: set[str]) -> list[str]:
+    """The entries of the folder `folder` other than mam's marker and the shims about to be written (`ours`),
+    sorted. Content proves nothing (a clone can copy a shim's signature line into any script)."""
+    return sorted(name for name in os.listdir(folder) if name not in ours and name != SHIM_MARKER)

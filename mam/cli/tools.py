@@ -25,7 +25,9 @@ def shim_install(ctx: typer.Context,
 
     app = call.open()
     target = Path(folder) if folder else app.workspace.dot_mam / "shim"
-    shims = [str(path) for path in install_shims(target, shimmed_backends(app.plugins.specs()))]
+    # The workspace's own folder (a clone can fill it) must hold nothing but the shims; a --dir is the user's.
+    written = install_shims(target, shimmed_backends(app.plugins.specs()), only_shims=folder is None)
+    shims = [str(path) for path in written]
     where = str(target.resolve())
     emit({"schema": 1, "dir": where, "shims": shims}, call.json, "\n".join(map(visible, shims)))
     # A line to paste into a shell: a DIR with $(...), quotes or backquotes is single-quoted, never expanded.

@@ -15,6 +15,7 @@ from mam.registry import ACTIVE_STATUSES, Row
 from mam.servers.app import App
 from mam.util.errors import MamError
 from mam.util.names import check_name, closest
+from mam.util.quote import shown
 
 # Deferred imports (inside functions), for start-up: the quoting helper loads only for a message.
 
@@ -96,7 +97,6 @@ def parse_days(text: str | None) -> float | None:
     mam's words rather than the option parser's."""
     if text is None:
         return None
-    from mam.util.quote import shown
 
     try:
         days = float(text)
@@ -130,7 +130,6 @@ def _refuse_unheard_of(statuses: Sequence[str], held: set[str]) -> None:
     known = sorted((set(PRUNABLE) | held) - ACTIVE_STATUSES)
     for status in statuses:
         if status not in known:
-            from mam.util.quote import shown
 
             close = closest(status, known)
             # The registry's own words, a hand edit's included: a few, each cut short.

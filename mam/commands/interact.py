@@ -12,14 +12,16 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from mam.agents.rows import agent_row, listed_agent, not_running, session_entry
+from mam.agents.statusview import add_ends, add_state, observe, parse_state_filter
 from mam.calls.route import remote_route
 from mam.plugin.records import AGENT_STATES, Agent, ErrorKind, ServerOutcome, ServerState
 from mam.registry import Row
 from mam.servers.app import App
-from mam.servers.availability import require_binary, resolve_explicit_backend
+from mam.servers.availability import require_binary
 from mam.servers.fanout import call_context
 from mam.util.errors import MamError
-from mam.util.names import check_name, check_utf8
+from mam.util.names import check_utf8
 
 # Deferred imports (inside functions), for start-up: send, wait and their states each load only what their own path
 # needs.
@@ -29,22 +31,6 @@ POLL_INTERVAL = 0.5
 # busy machine. A wait against a hung server so ends at most this long after its deadline.
 MIN_CALL = 2.0
 MAX_TEXT = 64 * 1024  # a prompt, not a file: anything longer is refused before it reaches a backend
-
-
-def _row(app: App, name: str, server: str | None, host: str | None = None) -> Row:
-    """The one registry row of agent `name` (of the explicit backend, `server` and `host` when given)."""
-    from mam.agents.rows import rows_named
-    from mam.servers.hosts import checked_host
-
-    check_name(name, "agent name")
-    if server is not None:
-        check_name(server, "server name")
-    resolve_explicit_backend(app)
-    rows = rows_named(app, app.load_registry(), name, server, checked_host(host))
-    if not rows:
-        raise MamError("operation_failed", f"no registered agent named {name}"
-                       + (f" on server {server}" if server else ""), hint="see `mam status`")
-    return rows[0]
 
 
 def check_text(text: str, enter: bool) -> None:
@@ -77,8 +63,6 @@ TURN_STARTED = ("working", "blocked")
 def _looked(app: App, row: Row) -> tuple[Agent, dict[str, Any]]:
     """The listed agent of `row` and its status entry with its state: one listing and one capture of its server,
     as `mam status` reads them. An error when its server is down (never started here) or lists it not."""
-    from mam.agents.rows import listed_agent, session_entry
-    from mam.agents.statusview import add_state, observe
 
     key = row.server_key
     outcomes, states = observe(app, [row])
@@ -113,7 +97,7 @@ def send_document(app: App, name: str, text: str, enter: bool, server: str | Non
     one. `confirm` waits that long for the agent to show it took the text (`_confirmed`) and says what it saw."""
     check_text(text, enter)
     check_confirm(confirm)
-    row = _row(app, name, server, host)
+    row = agent_row(app, name, server, host)
     backend = app.plugins.backend(row.backend)
     app.plugins.require(backend, "send_text")  # a backend that cannot type is refused before anything runs
     if "\n" in text and not getattr(backend, "pastes_lines", False):  # it would type each line and submit it
@@ -203,8 +187,6 @@ def _seen(name: str, before: dict[str, Any], after: dict[str, Any], answer: bool
 def _poll(app: App, rows: Sequence[Row]) -> list[tuple[dict[str, Any], ServerOutcome | None]]:
     """The status entry (state read) of each of `rows`, in their order, with its server's outcome: one listing
     and one capture per server, however many of its agents the rows name."""
-    from mam.agents.rows import session_entry
-    from mam.agents.statusview import add_ends, add_state, observe
 
     outcomes, states = observe(app, rows)
     polled = []
@@ -231,7 +213,6 @@ def check_timeout(timeout: float | None) -> None:
 def _gone(app: App, row: Row, outcome: ServerOutcome | None, entry: dict[str, Any]) -> MamError | None:
     """Why agent `row` can never reach a state but `unknown`: its server is down, or up without it. A backend
     binary that is missing is raised at once (exit 3)."""
-    from mam.agents.rows import not_running
 
     if outcome is not None and outcome.state is ServerState.DOWN:
         return not_running(row, f"{row.backend} server {row.server} is down; mam wait never starts it")
@@ -266,13 +247,12 @@ def wait_many_document(app: App, names: Sequence[str], until: Sequence[str], tim
     capture), however many of the agents it holds. An agent whose server is down, or which its server does not
     list, ends a wait for all of them at once (unless `unknown` is awaited: that is its state); a wait for any
     of them waits on the others, and ends when none is left."""
-    from mam.agents.statusview import parse_state_filter
 
     wanted = parse_state_filter(until, "--until")
     check_timeout(timeout)
     if len(set(names)) != len(names):
         raise MamError("usage", "an agent is named twice: give each NAME once")
-    rows = [_row(app, name, server, host) for name in names]
+    rows = [agent_row(app, name, server, host) for name in names]
     start = time.monotonic()
     limit = app.timeout
     active = list(rows)  # a wait for any of them stops asking about an agent that is gone

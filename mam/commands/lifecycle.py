@@ -26,6 +26,7 @@ from mam.agents.launch import (
     write_change,
 )
 from mam.agents.rows import rows_named, rows_on, session_entry
+from mam.calls import runner  # runner.run looked up at each call: the test kit's fake runner stands in
 from mam.calls.route import remote_route
 from mam.kinds.library import agent_programs
 from mam.plugin.records import BackendSpec, CallContext, ServerState
@@ -38,6 +39,7 @@ from mam.servers.hosts import checked_host, chosen_host, host_key
 from mam.util.errors import MamError
 from mam.util.names import check_name, check_utf8, is_utf8
 from mam.util.progress import waiting
+from mam.util.quote import shown
 
 if TYPE_CHECKING:
     from mam.kinds.library import Library
@@ -119,7 +121,6 @@ def check_label(app: App, agent: str) -> None:
     kinds = set(app.kinds.kinds)
     if agent not in kinds and agent not in agent_programs():
         known = ", ".join(sorted((kinds - {"generic"}) | set(agent_programs())))
-        from mam.util.quote import shown
 
         raise MamError("usage", f"unknown agent kind {shown(agent)}: known are {known}",
                        hint="add a kind of your own in .mam/states.yaml (docs/states.md), or leave --agent out")
@@ -214,9 +215,7 @@ def remote_directory(app: App, cwd: str | None, host: str) -> Path:
                        hint="e.g. --cwd /home/me/repo")
     if not cwd.isprintable():  # NUL and every control character
         raise MamError("usage", f"--cwd {cwd!r}: not a path")
-    from mam.calls.runner import run
-
-    result = run(["test", "-d", cwd], timeout=app.timeout, env=app.backend_env)
+    result = runner.run(["test", "-d", cwd], timeout=app.timeout, env=app.backend_env)
     if result.transport_error is not None:
         raise MamError("operation_failed", f"could not ask {host} about --cwd {cwd}: {result.transport_error.message}")
     if result.returncode == 1:  # test's own "no"; anything else (ssh's 255, a time-out) is no answer about it

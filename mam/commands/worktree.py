@@ -9,29 +9,17 @@ from __future__ import annotations
 from typing import Any
 
 from mam.agents import worktrees
-from mam.agents.rows import rows_named, rows_on, snapshot, unchanged_rows
+from mam.agents.rows import agent_row, rows_on, snapshot, unchanged_rows
 from mam.calls.route import remote_route
 from mam.registry import Row
 from mam.servers.app import App
-from mam.util.errors import MamError
-from mam.util.names import check_name
-
-
-def _row(app: App, name: str, server: str | None, host: str | None) -> Row:
-    check_name(name, "agent name")
-    if server is not None:
-        check_name(server, "server name")
-    rows = rows_named(app, app.load_registry(), name, server, host)
-    if not rows:
-        raise MamError("operation_failed", f"{name} is not registered here ({app.workspace.registry_path})")
-    return rows[0]
 
 
 def remove_document(app: App, name: str, server: str | None = None, host: str | None = None, *, force: bool = False,
                     delete_branch: bool = False) -> dict[str, Any]:
     """Remove NAME's worktree (and its branch, with `delete_branch`) when nothing would be lost; else the
     document says what would be, and `removed` is false (exit 1)."""
-    row = _row(app, name, server, host)
+    row = agent_row(app, name, server, host)
     record, removal = worktrees.remove_for_row(app, row, force=force, delete_branch=delete_branch)
     return {"schema": 1, "name": row.name, "backend": row.backend, "server": row.server, "host": row.host,
             "worktree": record, **removal.as_json()}
