@@ -28,7 +28,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "backends")]
 
 
 def refresh_costs(env: dict[str, str], workspace: str, runs: int) -> dict[str, list[float]]:
-    from mam.cli.topactions import Actions
+    from mam.live.actions import Actions
     from mam.live.topmodel import Poller
     from mam.servers.app import App
 

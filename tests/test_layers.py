@@ -25,7 +25,9 @@ CLI_FRAMEWORKS = {"typer", "click"}
 # The order, once: each tier a tuple of packages, from the face down. Each package's __init__.py says its job.
 LAYERS: list[tuple[str, ...]] = [
     ("mam.cli", "mam.api", "mam.testing"),  # the faces: the command line; the plugins' API and their test kit
-    ("mam.commands", "mam.live"),  # one module per command; the live model of `mam top` and `mam watch`
+    ("mam.web",),  # `mam serve`: the fleet over HTTP (loaded by that command alone)
+    ("mam.live",),  # the live model of `mam top`, `mam watch` and `mam serve`: poller, changes, actions
+    ("mam.commands",),  # one module per command
     ("mam.agents",),  # the jobs on agents: state, rows, status, launch, restore, peek
     ("mam.servers", "mam.hooks"),  # the jobs on servers and a command's context; the agents' own hooks
     ("mam.calls",),  # how a backend's calls travel: here, or to another host over ssh
@@ -75,8 +77,9 @@ def _sources(folder: Path) -> list[Path]:
 
 
 COMMAND_SOURCES = [p for p in _sources(COMMANDS) if p.name != "__init__.py"]
-CORE_SOURCES = [p for p in _sources(MAM) if not p.is_relative_to(CLI) and not p.is_relative_to(COMMANDS)
-                and p not in ENTRIES]
+# The core: all but the faces (cli, web), the live model above the commands, the commands and the entry points.
+CORE_SOURCES = [p for p in _sources(MAM) if not any(p.is_relative_to(MAM / f) for f in ("cli", "web", "live"))
+                and not p.is_relative_to(COMMANDS) and p not in ENTRIES]
 BACKEND_SOURCES = _sources(ROOT / "backends")
 
 
@@ -180,7 +183,7 @@ def test_the_layer_check_sees_a_breach() -> None:
     assert breaches("mam.servers.app", imports_of("def f():\n    from mam.hooks import report\n", "mam.servers.app"))
     assert breaches("mam.calls.runner", imports_of("import mam.servers.app as app", "mam.calls.runner"))
     assert breaches("mam.entry", imports_of("from mam import api", "mam.entry"))  # the CLI beside the API
-    assert breaches("mam.live.changes", imports_of("from mam.commands import inspect", "mam.live.changes"))
+    assert breaches("mam.commands.forget", imports_of("from mam.live import changes", "mam.commands.forget"))
     assert breaches("mam.agents.rows", imports_of("from mam.util import errors\nfrom mam.calls import route\n"
                                                   "from mam.agents import remains\nfrom mam import __version__",
                                                   "mam.agents.rows")) == []

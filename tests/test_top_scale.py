@@ -11,7 +11,7 @@ import pytest
 
 from conftest import Workspace
 from mam import registry
-from mam.cli.topactions import Actions
+from mam.live.actions import Actions
 from mam.live.topmodel import Pacer, Poller, ago, redraw_at
 from mam.registry import text as registry_text
 from mam.servers.app import App

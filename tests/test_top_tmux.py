@@ -22,8 +22,8 @@ pytest.importorskip("textual")
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Static
 
-from mam.cli.topactions import Actions
 from mam.cli.topview import Pager, TopApp
+from mam.live.actions import Actions
 from mam.servers.app import App
 
 STANDIN = str(Path(__file__).parent / "agents" / "standin.py")

@@ -254,7 +254,7 @@ def test_no_other_command_imports_textual(ws: Workspace, args: list[str]) -> Non
     modules = set(proc.stderr.rsplit("MODULES ", 1)[1].split())
     assert "mam.cli.top" in modules or args != ["top", "--help"]  # the check can see a module that is loaded
     assert not {m for m in modules if m == "textual" or m.startswith(("textual.", "rich"))}
-    assert not {"mam.cli.topview", "mam.cli.topactions", "mam.live.topmodel"} & modules
+    assert not {"mam.cli.topview", "mam.live.actions", "mam.live.topmodel"} & modules
 
 
 def test_the_question_is_the_evidence_line_and_the_lines_around_it() -> None:
@@ -304,7 +304,7 @@ def test_an_ended_agent_s_end_in_top_is_the_one_mam_status_gives(ws: Workspace) 
     """END of `mam status` (mam.agents.remains.end_of) and the ended group of `mam top` agree: an exit from before
     the agent's last restore says nothing of how it ends now (lost), a spawn that failed is `failed`, a stop the
     user asked for is `stopped` whatever the row's status says."""
-    from mam.cli.topactions import Actions
+    from mam.live.actions import Actions
     from mam.registry import text as registry_text
     from mam.servers.app import App
 

@@ -1,4 +1,4 @@
-"""`mam top`: the command alone. What its keys do is mam/cli/topactions.py, the view mam/cli/topview.py (the
+"""`mam top`: the command alone. What its keys do is mam/live/actions.py, the view mam/cli/topview.py (the
 only module that imports Textual); both are imported only when the view starts, so no other command's
 start-up pays for them."""
 
@@ -50,7 +50,7 @@ def top(ctx: typer.Context,
         if (exc.name or "").partition(".")[0] not in ("textual", "rich"):
             raise
         raise MamError("operation_failed", f"mam top needs Textual, which is not installed: {INSTALL_HINT}") from None
-    from mam.cli.topactions import Actions
+    from mam.live.actions import Actions
 
     actions = Actions(call.open(), server or (), host)
     try:

@@ -19,7 +19,7 @@ from textual.css.query import NoMatches
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Input, Static
 
-from mam.cli.topactions import Actions, attach
+from mam.live.actions import Actions, attach
 from mam.live.changes import Changes, change_text
 from mam.live.notify import Announcer
 from mam.live.topmodel import (

@@ -1,5 +1,6 @@
-"""What each key of `mam top` does, through the code of the CLI command of the same name. Imported only when
-the view starts (mam/cli/top.py names the command alone), so no other command's start-up pays for it."""
+"""What each key of `mam top` (and each action of `mam serve`) does, through the code of the CLI command of the
+same name. Imported only when a live face starts (mam/cli/top.py names the command alone), so no other command's
+start-up pays for it."""
 
 from __future__ import annotations
 
