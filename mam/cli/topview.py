@@ -208,7 +208,10 @@ class TopApp(App[None]):
         yield Static(Text(HINT), id="said")
 
     def on_mount(self) -> None:
-        self.table = self.query_one(DataTable)  # kept: a modal screen or the view's end hides it from queries
+        # Kept, never queried again: a modal screen hides them from queries, and the view's end removes them
+        # while a tick may still be due (a query then raised NoMatches).
+        self.table = self.query_one(DataTable)
+        self.lines_shown = {name: self.query_one(name, Static) for name in ("#title", "#servers", "#said")}
         self.table.focus()
         self.set_interval(TICK, self.tick)
         self.tick()
@@ -218,10 +221,12 @@ class TopApp(App[None]):
     # the ages change once a minute.
 
     def tick(self) -> None:
+        if not self.table.is_attached:  # the view is ending: its widgets are gone
+            return
         now = time.monotonic()
         if self._said_until and now >= self._said_until:  # an old message would read as news
             self._said_until = 0.0
-            self.query_one("#said", Static).update(Text(HINT))
+            self.lines_shown["#said"].update(Text(HINT))
         if now >= self._next_refresh:
             rows, lines = self.poller.snapshot()
             mark = fingerprint(rows, lines)
@@ -260,7 +265,7 @@ class TopApp(App[None]):
                 if self.announcer.notify:
                     self._announce(changes)
         shown = self._shown_rows()
-        table: DataTable[Any] = self.query_one(DataTable)
+        table = self.table
         columns = columns_for(self.size.width)
         selected = self.selected()
         drawn = self._plain_cells(shown, columns, now)
@@ -335,7 +340,7 @@ class TopApp(App[None]):
         high whatever it says (no layout); the server lines may grow."""
         if self._shown.get(widget) != text:
             self._shown[widget] = text
-            self.query_one(widget, Static).update(Text(text), layout=layout)
+            self.lines_shown[widget].update(Text(text), layout=layout)
 
     @work(thread=True, group="announce")
     def _announce(self, changes: list[dict[str, Any]]) -> None:
@@ -382,7 +387,7 @@ class TopApp(App[None]):
     def selected(self) -> tuple[str, str, str, str] | None:
         """The agent under the cursor, by the key of the row the table shows there: never by its place in a list
         the filter or a new order has changed since (a row number would hand a key to another agent)."""
-        table: DataTable[Any] = self.query_one(DataTable)
+        table = self.table
         row = table.cursor_row
         keys = list(self._drawn)
         if not table.row_count or not 0 <= row < len(keys):
@@ -397,7 +402,7 @@ class TopApp(App[None]):
         return row
 
     def say(self, text: str) -> None:
-        self.query_one("#said", Static).update(Text(visible(text)))
+        self.lines_shown["#said"].update(Text(visible(text)))
         self._said_until = time.monotonic() + self.say_for
 
     # The keys. Each action runs in a worker thread and says its outcome on the bottom line.
