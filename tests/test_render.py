@@ -165,6 +165,28 @@ def test_a_narrow_terminal_leaves_columns_out_rather_than_cut_every_reason(monke
     assert "BACKEND" in two[1] and "CWD" not in two[1]  # two backends: the column says which is which
 
 
+def test_at_80_columns_pane_live_and_status_give_way_before_why_is_cut(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 33, 17: WHY is the most useful column, and an 80-column table cut it first; now CWD, PANE and LIVE
+    are left out (in that order, only as far as needed) and the reason reads whole."""
+    from mam.util.render import status_text
+
+    reason = "claude.footer: quiet for 3 min"
+    session = {"name": "coder-1", "backend": "tmux", "server": "work", "host": None, "status": "running",
+               "live": "alive", "agent": "claude", "pane_id": "%12", "cwd": "/w", "state": "done",
+               "state_source": "screen", "evidence": {"rule": "claude.footer", "line": None,
+                                                          "fact": reason.removeprefix("claude.footer: ")}}
+    doc = {"workspace": "/w", "registry": "/w/r", "servers": [], "sessions": [session]}
+    monkeypatch.setenv("COLUMNS", "80")
+    lines = status_text(doc).splitlines()
+    assert reason in lines[2] and len(lines[2]) <= 80
+    assert lines[1].split() == ["NAME", "SERVER", "STATUS", "LIVE", "STATE", "AGENT", "WHY"]  # only as far as needed
+    assert lines[3] == "(BACKEND, CWD, PANE left out to fit the terminal: `mam status --json` has them)"
+    monkeypatch.setenv("COLUMNS", "160")
+    wide = status_text(doc).splitlines()
+    assert {"PANE", "LIVE", "STATUS", "WHY"} <= set(wide[1].split()) and reason in wide[2]
+    assert "left out" not in "\n".join(wide)
+
+
 def test_without_states_only_backend_gives_way(monkeypatch: pytest.MonkeyPatch) -> None:
     from mam.util.render import status_text
 
@@ -196,7 +218,8 @@ def test_at_60_columns_a_reason_loses_its_end_never_its_rule_id(monkeypatch: pyt
                 _stated("demo-codex", None, "no rule matches the screen")]
     monkeypatch.setenv("COLUMNS", "60")
     lines = status_text({"workspace": "/w", "registry": "/w/r", "servers": [], "sessions": sessions}).splitlines()
-    why = {line.split()[0]: line.split(None, 7)[7] for line in lines[2:5]}
+    last = len(lines[1].split()) - 1  # WHY, the last column, whichever columns gave way to it
+    why = {line.split()[0]: line.split(None, last)[last] for line in lines[2:5]}
     assert why["demo-claude"] == "generic.proceed", lines
     assert why["helper"].startswith("claude.footer") and why["helper"].endswith("…"), lines
     assert why["demo-codex"].startswith("no rule") and why["demo-codex"].endswith("…"), lines
