@@ -97,6 +97,36 @@ def test_install_then_uninstall_leaves_the_file_byte_for_byte(ws: Workspace, kin
     assert ws.mam_json("hooks", "status", "--agent", kind)["hooks"][0]["state"] == "absent"
 
 
+@pytest.mark.parametrize("kind", ["claude", "gemini"])
+def test_install_keeps_the_users_lines_as_they_were(ws: Workspace, kind: str) -> None:
+    """Issue 33, 16: install rewrote a user's one-line group into eight lines. Each line of the user's file is in
+    the installed file as it was, up to where mam's groups follow the user's (laid out like them), and JSON still
+    holds exactly the user's settings beside mam's groups."""
+    path = write_user_file(ws, kind)
+    proc = ws.mam("hooks", "install", "--agent", kind)
+    assert proc.returncode == 0, proc.stderr
+    installed = path.read_text()
+    for line in FILES[kind][1].splitlines():
+        # as it was, but where mam's items follow: after the user's last group of a list, or the last member
+        assert line.rstrip(",").removesuffix("]") in installed, (line, installed)
+    assert len(mam_commands(kind, installed)) >= 3
+    user = json.loads(FILES[kind][1])
+    assert {k: v for k, v in json.loads(installed).items() if k != "hooks"} == {
+        k: v for k, v in user.items() if k != "hooks"}
+
+
+def test_a_one_line_file_stays_one_line(ws: Workspace) -> None:
+    path = settings(ws, "claude")
+    path.parent.mkdir(parents=True)
+    one = '{"model": "opus", "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "chime"}]}]}}\n'
+    path.write_text(one)
+    assert ws.mam("hooks", "install", "--agent", "claude").returncode == 0
+    installed = path.read_text()
+    assert installed.count("\n") == 1 and installed.startswith(one[:-4])
+    assert ws.mam("hooks", "uninstall", "--agent", "claude").returncode == 0
+    assert path.read_text() == one
+
+
 @pytest.mark.parametrize("kind", ["claude", "gemini", "codex"])
 def test_install_where_there_was_no_file_and_uninstall_removes_it(ws: Workspace, kind: str) -> None:
     path = settings(ws, kind)

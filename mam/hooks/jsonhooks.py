@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from mam.hooks import jsontext
 from mam.hooks.common import KindFile, Unparsable, command
 
 Notes = Callable[[str | None, Mapping[str, str]], tuple[str, dict[str, object]]]
@@ -74,6 +75,80 @@ def _dump(data: dict[str, Any], like: str | None) -> str:
     return text.replace("\n", "\r\n") if like is not None and "\r\n" in like else text
 
 
+def _kept_layout(text: str | None, data: dict[str, Any], splice: Callable[[str], str | None]) -> str:
+    """The file with mam's change made in its text (the rest byte for byte as it was: a one-line group stays one
+    line), when that gives exactly `data`; else `data` written whole with the file's indentation and line ends."""
+    if text is not None and text.strip():
+        try:
+            spliced = splice(text)
+        except (IndexError, ValueError):
+            spliced = None
+        if spliced is not None and _same(spliced, data):
+            return spliced
+    return _dump(data, text)
+
+
+def _same(text: str, data: dict[str, Any]) -> bool:
+    try:
+        return _parse(text) == data
+    except Unparsable:
+        return False
+
+
+def _member(text: str, at: int, key: str) -> tuple[str, int, int, int] | None:
+    return next((m for m in jsontext.members(text, at) if m[0] == key), None)
+
+
+def _spliced_add(text: str, ours: dict[str, list[dict[str, Any]]]) -> str | None:
+    root = jsontext.skip_space(text, 0)
+    hooks = _member(text, root, "hooks")
+    if hooks is None:
+        top = jsontext.members(text, root)
+        if not top:
+            return None  # `{}`: nothing of the user's layout to keep
+        return jsontext.add_items(text, root, [("hooks", ours)], jsontext.lead_of(text, top[0][1], outer=True))
+    missing: list[tuple[str | None, Any]] = []
+    for event, groups in ours.items():
+        hooks = _member(text, root, "hooks")
+        assert hooks is not None
+        found = _member(text, hooks[2], event)
+        if found is None:
+            missing.append((event, groups))
+            continue
+        text = jsontext.add_items(text, found[2], [(None, g) for g in groups], jsontext.lead_of(text, found[1]))
+    hooks = _member(text, root, "hooks")
+    assert hooks is not None
+    return jsontext.add_items(text, hooks[2], missing, jsontext.lead_of(text, hooks[1])) if missing else text
+
+
+def _spliced_remove(text: str, events: list[Event]) -> str | None:
+    root = jsontext.skip_space(text, 0)
+    hooks = _member(text, root, "hooks")
+    if hooks is None:
+        return text
+    names = [m[0] for m in jsontext.members(text, hooks[2])]
+    for name in reversed(names):
+        hooks = _member(text, root, "hooks")
+        assert hooks is not None
+        entries = jsontext.members(text, hooks[2])
+        index = next(i for i, m in enumerate(entries) if m[0] == name)
+        array = entries[index][2]
+        values = [json.loads(text[s:e]) for s, e in jsontext.elements(text, array)]
+        doomed = {i for i, group in enumerate(values) if _group_is_ours(name, group, events)}
+        if not doomed:
+            continue
+        if len(doomed) == len(values):
+            text = jsontext.remove_items(text, hooks[2], {index})
+        else:
+            text = jsontext.remove_items(text, array, doomed)
+    hooks = _member(text, root, "hooks")
+    assert hooks is not None
+    if not jsontext.members(text, hooks[2]):
+        index = next(i for i, m in enumerate(jsontext.members(text, root)) if m[0] == "hooks")
+        text = jsontext.remove_items(text, root, {index})
+    return text
+
+
 def _group_is_ours(event: str, group: object, events: list[Event]) -> bool:
     """A group mam writes: in one of its events, with its matcher there (None: no key), holding one handler of
     type command running its very command. One that differs (mam by a path, another matcher or event, a second
@@ -110,9 +185,10 @@ def make(agent: str, path: Callable[[Mapping[str, str]], Path], events: list[Eve
     def add(text: str | None) -> str:
         data = _parse(text) if text is not None else {}
         hooks = data.setdefault("hooks", {})
-        for event, groups in _ours(events, extra).items():
+        ours = _ours(events, extra)
+        for event, groups in ours.items():
             hooks.setdefault(event, []).extend(groups)
-        return _dump(data, text)
+        return _kept_layout(text, data, lambda t: _spliced_add(t, ours))
 
     def remove(text: str) -> str | None:
         data = _parse(text)
@@ -126,7 +202,7 @@ def make(agent: str, path: Callable[[Mapping[str, str]], Path], events: list[Eve
                     del hooks[event]
         if "hooks" in data and not hooks:
             del data["hooks"]
-        return _dump(data, text) if data else None
+        return _kept_layout(text, data, lambda t: _spliced_remove(t, events)) if data else None
 
     def count(text: str) -> tuple[int, int]:
         hooks = _parse(text).get("hooks", {})
