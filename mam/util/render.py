@@ -236,9 +236,9 @@ def _sessions_table(sessions: Sequence[dict[str, Any]]) -> list[str]:
     whole = {"WHY": max((_rule_width(s, r) for s, r in zip(sessions, reasons, strict=True) if r), default=0)}
     headers, rows, dropped = drop_to_fit(headers, rows, ("CWD", "WHY"), droppable, whole)
     if "WHY" in headers:
-        # The reason is what a person reads the table for: the directory, the pane id and the liveness (the state says it) give
-        # way before it is cut at all (COLUMNS=80 cut it first). STATUS stays: the registry's word beside the
-        # server's is the drift `reconcile` is for.
+        # The reason is what a person reads the table for: the directory, the pane id and the liveness (the
+        # state says it) give way before it is cut at all (COLUMNS=80 cut it first). STATUS stays: the
+        # registry's word beside the server's is the drift `reconcile` is for.
         later = ("CWD", "PANE", *(("LIVE",) if stated else ()))
         headers, rows, more = drop_to_fit(headers, rows, (), later)
         dropped += more
