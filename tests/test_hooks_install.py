@@ -310,3 +310,46 @@ def test_codex_uninstall_takes_out_only_the_top_level_lines_mam_wrote(ws: Worksp
     assert ws.mam_json("hooks", "status", "--agent", "codex")["hooks"][0]["state"] == "absent"
     proc = ws.mam("hooks", "uninstall", "--agent", "codex")
     assert proc.returncode == 0 and path.read_text() == own and "not in it" in proc.stdout
+
+
+THIS_MAM = Path(sys.executable).parent / "mam"  # the `mam` script installed beside this Python (`pip install -e`)
+
+
+@pytest.mark.skipif(not THIS_MAM.is_file(), reason="no `mam` script beside this Python (pip install -e . makes it)")
+def test_install_warns_when_the_agents_path_finds_another_mam_or_none(ws: Workspace) -> None:
+    """Issue 33, 16: the hooks run `mam` from the agent's PATH; an agent started outside mam's virtualenv finds
+    another or none, and its reports never come. Install says so, and names --absolute."""
+    write_user_file(ws, "claude")
+    bare = {**ws.env, "PATH": "/usr/bin:/bin"}
+    proc = ws.mam("hooks", "install", "--agent", "claude", env=bare)
+    assert proc.returncode == 0, proc.stderr
+    assert "warning: the hooks run `mam report`, and `mam` on this PATH is not found" in proc.stderr
+    assert str(THIS_MAM) in proc.stderr and "--absolute" in proc.stderr
+    ws.mam("hooks", "uninstall", "--agent", "claude", env=bare)
+    same = {**ws.env, "PATH": f"{THIS_MAM.parent}:/usr/bin:/bin"}
+    proc = ws.mam("hooks", "install", "--agent", "claude", env=same)
+    assert proc.returncode == 0 and "warning" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.skipif(not THIS_MAM.is_file(), reason="no `mam` script beside this Python (pip install -e . makes it)")
+@pytest.mark.parametrize("kind", ["claude", "codex"])
+def test_absolute_install_runs_this_mam_by_its_path_and_uninstall_finds_it(ws: Workspace, kind: str) -> None:
+    path = write_user_file(ws, kind)
+    bare = {**ws.env, "PATH": "/usr/bin:/bin"}
+    proc = ws.mam("hooks", "install", "--agent", kind, "--absolute", env=bare)
+    assert proc.returncode == 0 and "warning" not in proc.stderr, proc.stderr
+    installed = path.read_text()
+    if kind == "codex":
+        assert tomllib.loads(installed)["notify"] == [str(THIS_MAM), "report", "idle"]
+    else:
+        commands = [h["command"] for groups in json.loads(installed)["hooks"].values() for g in groups
+                    for h in g["hooks"] if "report" in h["command"]]
+        assert commands and all(c.startswith(f"{THIS_MAM} report ") for c in commands), commands
+        # as the agent runs it: a shell, with a PATH that has no mam on it
+        ran = subprocess.run(["sh", "-c", commands[0].replace(" report ", " report --help #", 1)], env=bare,
+                             capture_output=True, text=True, timeout=60)
+        assert ran.returncode == 0 and "report" in ran.stdout, ran.stderr
+    assert ws.mam("hooks", "status", "--agent", kind, env=bare).stdout.startswith(f"{kind}: installed")
+    proc = ws.mam("hooks", "uninstall", "--agent", kind, env=bare)  # no --absolute needed to find them
+    assert proc.returncode == 0, proc.stderr
+    assert path.read_text() == FILES[kind][1]

@@ -44,10 +44,39 @@ def _run(ctx: typer.Context, as_json: bool, agents: list[str] | None, step: Any)
     return 1 if any(c.action == "refused" for c in changes) else 0
 
 
-def install(ctx: typer.Context, agent: Agents = None, dry_run: DryRun = False, as_json: Json = False) -> int:
+def install(ctx: typer.Context, agent: Agents = None, dry_run: DryRun = False,
+            absolute: Annotated[bool, typer.Option(
+                "--absolute", help="the hooks run this mam by its absolute path, not the `mam` first on the agent's "
+                "PATH (for an agent started outside this mam's virtualenv)")] = False,
+            as_json: Json = False) -> int:
+    from mam.hooks import common
     from mam.hooks.ops import install as step
 
-    return _run(ctx, as_json, agent, lambda kind, env: step(kind, env, dry_run, bool(agent)))
+    if absolute:
+        path = common.running_mam()
+        if path is None:
+            from mam.util.errors import MamError
+
+            raise MamError("usage", "--absolute: cannot tell this mam's path (run it as the `mam` script)")
+        common.use_absolute(path)
+    code = _run(ctx, as_json, agent, lambda kind, env: step(kind, env, dry_run, bool(agent)))
+    if not absolute:
+        _warn_of_another_mam(common)
+    return code
+
+
+def _warn_of_another_mam(common: Any) -> None:
+    """The hooks run `mam` from the agent's PATH: say so when that is not this mam (or no mam at all)."""
+    this = common.running_mam()
+    found = common.mam_on_path(os.environ)
+    if this is None or found == os.path.realpath(this):
+        return
+    from mam.util.render import visible
+
+    there = f"is {found}" if found else "is not found"
+    sys.stderr.write(visible(f"warning: the hooks run `mam report`, and `mam` on this PATH {there}, not this mam "
+                             f"({this}): an agent started with this PATH will not report to it; `mam hooks install "
+                             "--absolute` writes this mam's path instead") + "\n")
 
 
 def uninstall(ctx: typer.Context, agent: Agents = None, dry_run: DryRun = False, as_json: Json = False) -> int:

@@ -16,19 +16,30 @@
 
 from __future__ import annotations
 
+import json
 import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from mam.hooks.common import PROGRAM, KindFile, Unparsable, home, read
+from mam.hooks.common import PROGRAM, KindFile, Unparsable, home, program, programs, read
 from mam.hooks.jsonhooks import Event, groups_of_ours, make
 from mam.util.quote import shown
 
 MARK = "# mam hooks install: Codex runs this at the end of each turn (`mam hooks uninstall` removes it)"
-NOTIFY = f'notify = ["{PROGRAM}", "report", "idle"]'
-OURS = [PROGRAM, "report", "idle"]
+
+
+def our_argv(by: str) -> list[str]:
+    return [by, "report", "idle"]
+
+
+def notify_line(by: str) -> str:
+    """mam's `notify` line, running `by` (JSON's escapes in a list of strings are TOML's)."""
+    return f"notify = {json.dumps(our_argv(by))}"
+
+
+NOTIFY = notify_line(PROGRAM)  # the line a plain install writes
 
 
 def config(env: Mapping[str, str]) -> Path:
@@ -52,7 +63,7 @@ def add(text: str | None) -> str:
                          "program, and mam "
                          "would replace yours (make yours run `mam report idle` too)")
     end = "\r\n" if text and "\r\n" in text else "\n"  # the file's own line ends
-    return f"{MARK}{end}{NOTIFY}{end}" + (text or "")
+    return f"{MARK}{end}{notify_line(program())}{end}" + (text or "")
 
 
 def _our_lines(lines: list[str]) -> list[int]:
@@ -62,7 +73,8 @@ def _our_lines(lines: list[str]) -> list[int]:
     for i, line in enumerate(lines):
         if line.lstrip().startswith("["):
             break
-        if line.rstrip("\r\n") == MARK and i + 1 < len(lines) and lines[i + 1].rstrip("\r\n") == NOTIFY:
+        if line.rstrip("\r\n") == MARK and i + 1 < len(lines) and lines[i + 1].rstrip("\r\n") in {
+                notify_line(by) for by in programs()}:
             out += [i, i + 1]
     return out
 
@@ -80,8 +92,8 @@ def remove(text: str) -> str | None:
 
 
 def count(text: str) -> tuple[int, int]:
-    ours = _parse(text).get("notify") == OURS and bool(_our_lines(text.splitlines(keepends=True)))
-    return (1 if ours else 0), 1
+    found = _parse(text).get("notify") in [our_argv(by) for by in programs()]
+    return (1 if found and _our_lines(text.splitlines(keepends=True)) else 0), 1
 
 
 KIND = KindFile("codex", config, add, remove, count)

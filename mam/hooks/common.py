@@ -16,10 +16,57 @@ from mam.util.errors import MamError
 PROGRAM = "mam"  # found on the agent's PATH when its hook runs
 BACKUP_SUFFIX = ".mam-backup"
 MAX_FILE = 4 * 1024 * 1024
+# `mam hooks install --absolute`: the hooks run this mam by its path, not the `mam` of the agent's PATH (set once,
+# by the command, before any file is edited).
+_ABSOLUTE: list[str] = []
 
 
-def command(state: str) -> str:
-    return f"{PROGRAM} report {state}"
+def running_mam() -> str | None:
+    """The absolute path of the `mam` script this process runs as (for `python3 -m mam`: the one installed beside
+    this Python), or None when there is none to name."""
+    import sys
+
+    arg0 = sys.argv[0] if sys.argv else ""
+    if os.path.basename(arg0) == PROGRAM and os.path.isfile(arg0):
+        return os.path.abspath(arg0)
+    beside = Path(sys.executable).parent / PROGRAM
+    return str(beside) if beside.is_file() and os.access(beside, os.X_OK) else None
+
+
+def use_absolute(path: str) -> None:
+    _ABSOLUTE[:] = [path]
+
+
+def program() -> str:
+    """The program mam's hooks run: `mam`, or this mam's path after --absolute."""
+    return _ABSOLUTE[0] if _ABSOLUTE else PROGRAM
+
+
+def programs() -> tuple[str, ...]:
+    """The programs a hook of mam's may run: `mam`, and this mam by its path (so uninstall finds an --absolute
+    install without being told). A mam by another path is the user's own hook."""
+    path = running_mam()
+    return (PROGRAM, path) if path else (PROGRAM,)
+
+
+def command(state: str, by: str | None = None) -> str:
+    """The hook's command line (a shell runs it): the program quoted when it is a path."""
+    import shlex
+
+    chosen = by or program()
+    return f"{chosen if chosen == PROGRAM else shlex.quote(chosen)} report {state}"
+
+
+def is_command(text: object, state: str) -> bool:
+    return isinstance(text, str) and any(text == command(state, by) for by in programs())
+
+
+def mam_on_path(env: Mapping[str, str]) -> str | None:
+    """The `mam` a hook finds on the PATH of `env` (the agent's, when it is started from here), resolved."""
+    import shutil
+
+    found = shutil.which(PROGRAM, path=env.get("PATH", os.defpath))
+    return os.path.realpath(found) if found else None
 
 
 class Unparsable(Exception):

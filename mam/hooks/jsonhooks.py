@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from mam.hooks import jsontext
-from mam.hooks.common import KindFile, Unparsable, command
+from mam.hooks.common import KindFile, Unparsable, command, is_command
 
 Notes = Callable[[str | None, Mapping[str, str]], tuple[str, dict[str, object]]]
 
@@ -157,7 +157,7 @@ def _group_is_ours(event: str, group: object, events: list[Event]) -> bool:
         return False
     handler = group["hooks"][0]
     return isinstance(handler, dict) and handler.get("type") == "command" and any(
-        event == name and group.get("matcher") == matcher and handler.get("command") == command(state)
+        event == name and group.get("matcher") == matcher and is_command(handler.get("command"), state)
         for name, matcher, state in events)
 
 
