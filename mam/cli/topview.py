@@ -51,6 +51,7 @@ KEYS = [("Enter", "attach to the agent's pane (back here when you detach)"),
         ("a", "answer a blocked agent (as mam send NAME --answer TEXT --enter)"),
         ("x", "stop it (asks first; as mam stop)"),
         ("r", "restore a dead one (asks first; as mam restore NAME)"),
+        ("n", "spawn a new agent: NAME --agent KIND or --command CMD [--server S] [--cwd DIR] (as mam spawn)"),
         ("/", "filter by name, state, backend, server or host (empty: all)"),
         ("e", "hide the ended agents (stopped, finished, failed), or show them again"),
         ("?", "this list"), ("Escape", "close this list, a peek or a question (q and ? close a list too)"),
@@ -148,7 +149,8 @@ class TopApp(App[None]):
     TITLE = "mam top"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("p", "peek", "peek"), Binding("s", "send", "send"), Binding("a", "answer", "answer"),
-        Binding("x", "stop", "stop"), Binding("r", "restore", "restore"), Binding("slash", "filter", "filter"),
+        Binding("x", "stop", "stop"), Binding("r", "restore", "restore"), Binding("n", "spawn", "spawn"),
+        Binding("slash", "filter", "filter"),
         Binding("e", "ended", "ended"),
         Binding("question_mark", "keys", "keys"), Binding("q", "quit", "quit"),
         # Ctrl-C ends the view as it ends any command (Textual's own only says to press Ctrl-Q), from any screen.
@@ -453,6 +455,18 @@ class TopApp(App[None]):
         box = Ask(title)  # each caller made its title visible (the question's lines kept apart)
         self.push_screen(box, done)
         return box
+
+    def action_spawn(self) -> None:
+        """`n`: a new agent, from spawn's own words (the CLI's checks and refusals, said on the bottom line)."""
+        from mam.live.actions import SPAWN_FORM
+
+        def done(text: str | None) -> None:
+            if text is not None and text.strip():
+                self.say(f"spawn: starting {text.split()[0]}")
+                self.act("spawn", self.actions.spawn, text)
+
+        self.push_screen(Ask(visible(f"spawn: {SPAWN_FORM}; the directory is the workspace root unless --cwd "
+                                     "(Enter starts it, Escape cancels):")), done)
 
     def action_stop(self) -> None:
         self._confirm_then("stop", "stopping", "left running")
