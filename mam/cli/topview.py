@@ -19,7 +19,7 @@ from textual.css.query import NoMatches
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Input, Static
 
-from mam.live.actions import Actions, attach
+from mam.live.actions import SPAWN_FORM, Actions, attach
 from mam.live.changes import Changes, change_text
 from mam.live.notify import Announcer
 from mam.live.topmodel import (
@@ -458,8 +458,6 @@ class TopApp(App[None]):
 
     def action_spawn(self) -> None:
         """`n`: a new agent, from spawn's own words (the CLI's checks and refusals, said on the bottom line)."""
-        from mam.live.actions import SPAWN_FORM
-
         def done(text: str | None) -> None:
             if text is not None and text.strip():
                 self.say(f"spawn: starting {text.split()[0]}")
