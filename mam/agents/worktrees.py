@@ -280,10 +280,11 @@ def losses(path: str, branch: str, timeout: float, env: Mapping[str, str], *, de
     return found
 
 
-def save(path: str, name: str, timeout: float, env: Mapping[str, str]) -> str:
+def save(path: str, name: str, timeout: float, env: Mapping[str, str], also: str | None = None) -> str:
     """Commit the worktree's whole state (every change and untracked file that is not ignored, on top of HEAD)
     to a new branch `mam/lost/NAME-DATE`, through a private index: the worktree, its index and its branch stay
-    as they were. Returns the branch."""
+    as they were. `also`: a branch about to be deleted, whose tip becomes a second parent (HEAD may have moved
+    off it, leaving commits only it holds). Returns the branch."""
     git_dir = _git(path, ["rev-parse", "--absolute-git-dir"], timeout, env)
     if not git_dir.ok:
         raise _fail(f"{path}: could not find its git folder", git_dir)
@@ -308,6 +309,10 @@ def save(path: str, name: str, timeout: float, env: Mapping[str, str]) -> str:
         except OSError:
             pass
     parents = ["-p", head.stdout.strip()] if head.ok else []
+    tip = _git(path, ["rev-parse", "--verify", "--quiet", f"refs/heads/{also}^{{commit}}"], timeout, env) \
+        if also else None
+    if tip is not None and tip.ok and tip.stdout.strip() != head.stdout.strip():
+        parents += ["-p", tip.stdout.strip()]
     who = {"GIT_AUTHOR_NAME": "mam", "GIT_AUTHOR_EMAIL": "mam@localhost", "GIT_COMMITTER_NAME": "mam",
            "GIT_COMMITTER_EMAIL": "mam@localhost"}
     commit = _git(path, ["commit-tree", tree.stdout.strip(), *parents, "-m",
@@ -374,7 +379,7 @@ def remove(record: Mapping[str, Any], name: str, timeout: float, env: Mapping[st
     elif not force or found.unreadable or found.submodules:
         return Removal(False, found)
     else:
-        saved = save(entry.path, name, timeout, env)
+        saved = save(entry.path, name, timeout, env, branch if delete_branch else None)
     done = _git(repo, ["worktree", "remove", *(["--force"] if saved else []), "--", entry.path], timeout, env)
     if not done.ok:
         raise _fail(f"could not remove the worktree {entry.path}" + (f" (its work is saved in {saved})" if saved
