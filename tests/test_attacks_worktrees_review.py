@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_worktrees import git, make_repo
+from test_worktrees import git, listed, make_repo
 
 from mam.agents import worktrees
 
@@ -49,3 +49,16 @@ def test_force_delete_branch_keeps_the_branchs_commits_that_head_does_not_reach(
     assert precious in git(repo, "rev-list", removal.saved_to).split()  # ... and it is in the saved branch
     assert git(repo, "show", f"{removal.saved_to}:b.txt") == "unsaved\n"
 
+def test_force_never_removes_a_repository_the_agent_made_inside_its_worktree(repo: Path) -> None:
+    """An untracked repository inside the worktree (the agent cloned a dependency, or `git init`ed a tool) is
+    saved by `git add` as a bare gitlink: `--force` then deleted its commits and its uncommitted files."""
+    record = worktrees.make(str(repo), "p", "mam/p", 30, ENV, local=True)
+    place = Path(record["path"])
+    inner = place / "vendor" / "lib"
+    make_repo(inner)
+    (inner / "work.txt").write_text("uncommitted, in the inner repository\n")
+    removal = worktrees.remove(record, "p", 30, ENV, force=True, delete_branch=False)
+    assert not removal.removed
+    assert removal.losses.submodules == ["vendor/lib/"]
+    assert (inner / "work.txt").read_text() == "uncommitted, in the inner repository\n"
+    assert str(place) in listed(repo)

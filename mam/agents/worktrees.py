@@ -259,6 +259,9 @@ def losses(path: str, branch: str, timeout: float, env: Mapping[str, str], *, de
         if len(entry) < 4:
             continue
         (found.untracked if entry[:2] == "??" else found.changed).append(entry[3:])
+    # An untracked folder git shows as one entry, even with --untracked-files=all, is a repository of its own: `git
+    # add` would save only a link to its HEAD, and its commits and files would go. Kept, as a submodule is.
+    found.submodules = [p for p in found.untracked if p.endswith("/")]
     # Commits HEAD reaches that no ref that stays reaches: every branch (but this one, when it goes), tag and
     # remote-tracking ref. The worktree's own HEAD goes with it; its branch stays unless delete_branch.
     # --exclude before --branches takes the name without refs/heads/ (git help rev-list); check-ref-format
@@ -275,8 +278,8 @@ def losses(path: str, branch: str, timeout: float, env: Mapping[str, str], *, de
         found.unreadable = f"git submodule status: {subs.why}"
         return found
     # A line starts with ' ', '+', 'U' when the submodule is checked out, '-' when it is not.
-    found.submodules = [line[1:].split(" ")[1] if " " in line[1:] else line for line in subs.lines()
-                        if line and line[0] != "-"]
+    found.submodules += [line[1:].split(" ")[1] if " " in line[1:] else line for line in subs.lines()
+                         if line and line[0] != "-"]
     return found
 
 
