@@ -5,6 +5,7 @@ Real git on repositories made here, real tmux on private sockets; HOME is the te
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -12,8 +13,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from test_attacks_trust4_worktrees import _bare_repository_with_a_filter
 from test_worktrees import git, listed, make_repo
 
+from conftest import Tmux, Workspace
 from mam.agents import worktrees
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None or shutil.which("git") is None,
@@ -62,3 +65,49 @@ def test_force_never_removes_a_repository_the_agent_made_inside_its_worktree(rep
     assert removal.losses.submodules == ["vendor/lib/"]
     assert (inner / "work.txt").read_text() == "uncommitted, in the inner repository\n"
     assert str(place) in listed(repo)
+
+
+def test_restore_with_consent_never_makes_a_worktree_a_clones_row_names(ws: Workspace, tmux: Tmux,
+                                                                        tmp_path: Path) -> None:
+    """`mam restore --trust-spec` consents to the argv, cwd and env it shows; a clone's row also carrying a
+    `worktree:` record made mam run `git worktree add` in the repository it names (here a bare repository the
+    clone carries, whose config names a filter git runs at checkout) into a folder it names, outside the
+    workspace, and signed that record as this user's."""
+    make_repo(ws.root)
+    marker = tmp_path / "PWNED"
+    planted = _bare_repository_with_a_filter(ws.root / "vendor", marker)
+    with (planted / "config").open("a") as config:  # and one git runs at checkout
+        config.write(f'\tsmudge = "touch {marker} && cat"\n')
+    (planted / "refs" / "heads" / "other").write_text((planted / "refs" / "heads" / "main").read_text())
+    outside = tmp_path / "outside" / "x1"
+    server = tmux.name()
+    record = {"path": str(outside), "branch": "other", "base": "0" * 40, "repo": str(planted), "made_by_mam": True}
+    row = {"name": "x1", "backend": "tmux", "server": server, "status": "stopped",
+           "spec": {"command": "sleep 600", "args": [], "cwd": str(outside), "env_names": [], "worktree": record}}
+    ws.write_registry("version: 1\nsessions:\n- " + json.dumps(row) + "\n")
+    proc = ws.mam("restore", "x1", "--trust-spec")
+    assert not outside.exists(), proc.stdout + proc.stderr
+    assert not marker.exists()
+    assert "worktrees" not in os.listdir(planted)
+    assert proc.returncode == 1 and "not a directory any more" in proc.stdout
+    assert tmux.run(server, "has-session", "-t", "=x1", check=False).returncode != 0
+
+
+def test_consent_never_signs_a_clones_worktree_record_as_mams(ws: Workspace, tmux: Tmux, tmp_path: Path) -> None:
+    """Consenting to a row's argv signed its `worktree:` too: `mam worktree remove` then acted on a worktree of
+    another repository that mam never made."""
+    other = tmp_path / "other"
+    make_repo(other)
+    theirs = tmp_path / "theirs"
+    git(other, "worktree", "add", "-q", "-b", "theirs", str(theirs))  # the user's own worktree, clean
+    server = tmux.name()
+    record = {"path": str(theirs), "branch": "theirs", "base": "0" * 40, "repo": str(other), "made_by_mam": True}
+    row = {"name": "x1", "backend": "tmux", "server": server, "status": "stopped",
+           "spec": {"command": "sleep 600", "args": [], "cwd": str(theirs), "env_names": [], "worktree": record}}
+    ws.write_registry("version: 1\nsessions:\n- " + json.dumps(row) + "\n")
+    proc = ws.mam("restore", "x1", "--trust-spec")
+    assert proc.returncode == 0, proc.stdout + proc.stderr  # the argv and cwd consented to run
+    assert ws.mam("stop", "x1", "--server", server).returncode == 0
+    proc = ws.mam("worktree", "remove", "x1")
+    assert proc.returncode == 2 and "records no worktree" in proc.stderr, proc.stdout + proc.stderr
+    assert str(theirs) in listed(other) and theirs.is_dir()
