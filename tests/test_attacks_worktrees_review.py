@@ -18,6 +18,7 @@ from test_worktrees import git, listed, make_repo
 
 from conftest import Tmux, Workspace
 from mam.agents import worktrees
+from mam.util.errors import MamError
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None or shutil.which("git") is None,
                                 reason="tmux or git is not installed")
@@ -111,3 +112,21 @@ def test_consent_never_signs_a_clones_worktree_record_as_mams(ws: Workspace, tmu
     proc = ws.mam("worktree", "remove", "x1")
     assert proc.returncode == 2 and "records no worktree" in proc.stderr, proc.stdout + proc.stderr
     assert str(theirs) in listed(other) and theirs.is_dir()
+
+
+def test_a_worktree_add_that_times_out_leaves_nothing_half_made(repo: Path) -> None:
+    """A checkout slower than the time limit (a big repository; here a slow filter of the test's own config) left
+    a locked, half-checked-out worktree and its new branch that no row records: every later spawn of the name
+    was refused ("taken"), and `mam worktree remove` had no row to act on."""
+    (repo / ".gitattributes").write_text("tracked.txt filter=slow\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "slow")
+    git(repo, "config", "filter.slow.smudge", "sleep 20; cat")
+    with pytest.raises(MamError, match="timed out"):
+        worktrees.make(str(repo), "p", "mam/p", 2, ENV, local=True)
+    assert listed(repo) == [str(repo)]
+    assert not (repo / ".mam" / "worktrees" / "p").exists()
+    assert git(repo, "branch", "--list", "mam/p") == ""
+    git(repo, "config", "--unset", "filter.slow.smudge")
+    record = worktrees.make(str(repo), "p", "mam/p", 30, ENV, local=True)  # the name is free again
+    assert Path(record["path"]).is_dir()

@@ -193,8 +193,20 @@ def make(directory: str, name: str, branch: str, timeout: float, env: Mapping[st
         base = head.stdout.strip()
         made = _git(repo, ["worktree", "add", "-b", branch, "--", target, base], timeout, env)
     if not made.ok:
+        _undo(repo, target, None if exists.ok else (branch, base), timeout, env)
         raise _fail(f"could not make the worktree {target} on branch {branch}", made)
     return {"path": target, "branch": branch, "base": base, "repo": repo, "made_by_mam": True}
+
+
+def _undo(repo: str, target: str, new_branch: tuple[str, str] | None, timeout: float,
+          env: Mapping[str, str]) -> None:
+    """A `git worktree add` that failed (a time limit hit mid-checkout) leaves a locked, half-checked-out worktree
+    and its new branch, which no row records: every later spawn of the name was refused. Under the name's lock,
+    the place was free before: what git lists there is this add's alone, and holds nothing but the checkout."""
+    if any(_same(e.path, target) for e in listed(repo, timeout, env)[1:]):
+        _git(repo, ["worktree", "remove", "--force", "--force", "--", target], timeout, env)
+    if new_branch is not None:  # made by this add at `base`: deleted only while it is still there
+        _git(repo, ["update-ref", "-d", f"refs/heads/{new_branch[0]}", new_branch[1]], timeout, env)
 
 
 def _reuse(entry: Listed, branch: str, target: str, registered: Mapping[str, Any] | None, timeout: float,
