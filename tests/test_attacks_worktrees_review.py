@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -130,3 +132,39 @@ def test_a_worktree_add_that_times_out_leaves_nothing_half_made(repo: Path) -> N
     git(repo, "config", "--unset", "filter.slow.smudge")
     record = worktrees.make(str(repo), "p", "mam/p", 30, ENV, local=True)  # the name is free again
     assert Path(record["path"]).is_dir()
+
+
+# Runs `mam restore` with a `mam worktree remove` of the same name let in between the worktree's re-making and
+# the claim of its row (the remove runs to its end, or for at most 8 s while it waits for the name's lock).
+_BETWEEN = """
+import subprocess, sys
+from mam.agents import restoreplan
+claimed = restoreplan._restore_claimed
+def between(*args, **kwargs):
+    try:
+        subprocess.run([sys.executable, "-m", "mam", "worktree", "remove", "s1"], timeout=8)
+    except subprocess.TimeoutExpired:
+        pass
+    return claimed(*args, **kwargs)
+restoreplan._restore_claimed = between
+sys.argv = ["mam", "restore", "s1"]
+from mam.entry import main
+main()
+"""
+
+
+def test_a_remove_never_takes_the_worktree_a_restore_just_made_again(ws: Workspace, tmux: Tmux) -> None:
+    """restore held the name's lock only while it re-made the worktree: a `mam worktree remove` of the name
+    between that and the claim of the row removed the folder, and the agent started in a folder that was gone."""
+    make_repo(ws.root)
+    server = tmux.name()
+    place = ws.root / ".mam" / "worktrees" / "s1"
+    assert ws.mam("spawn", "s1", "--server", server, "--worktree", "--command", "sleep 600").returncode == 0
+    assert ws.mam("stop", "s1").returncode == 0
+    assert ws.mam("worktree", "remove", "s1").returncode == 0 and not place.exists()
+    proc = subprocess.run([sys.executable, "-c", _BETWEEN], env=ws.env, cwd=ws.root, capture_output=True,
+                          text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert place.is_dir() and str(place) in listed(ws.root)
+    assert tmux.run(server, "list-panes", "-t", "=s1", "-F", "#{pane_current_path}").stdout.strip() == str(place)
+    ws.mam("stop", "s1")

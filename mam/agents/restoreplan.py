@@ -14,6 +14,7 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Callable, Mapping
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -345,11 +346,22 @@ def _restore(app: App, step: Step, progress: bool, trust: SpecTrust) -> None:
     assert step.spec is not None and step.argv is not None
     assignments, step.env_missing = env_assignments(app, list(step.spec.get("env_names") or ()))
     kind = row.agent or step.spec.get("kind") or Path(step.argv[0]).name
+    with ExitStack() as held:
+        _restore_locked(app, step, progress, trust, assignments, kind, held)
+
+
+def _restore_locked(app: App, step: Step, progress: bool, trust: SpecTrust, assignments: list[str], kind: str,
+                    held: ExitStack) -> None:
+    row = step.row
+    assert step.spec is not None and step.argv is not None
     try:
         if _signed_worktree(step, trust):  # its folder, made again if gone; one consented to is not re-made
             from mam.agents.worktrees import name_lock, remake  # start-up: git only for an agent with a worktree
 
-            with remote_route(app.route(row.host or "")), name_lock(app.workspace.dot_mam, row.name):
+            # Held until the row is claimed, as spawn holds it: a `mam worktree remove` of the name never takes
+            # the folder between its re-making and the start of the agent in it.
+            held.enter_context(name_lock(app.workspace.dot_mam, row.name))
+            with remote_route(app.route(row.host or "")):
                 remake(step.spec["worktree"], app.timeout, app.backend_env)
         from mam.hooks.report import identity  # as spawn gives it (docs/hooks.md)
 
