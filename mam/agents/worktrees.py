@@ -132,6 +132,23 @@ def confined(root: Path) -> Path:
     return folder
 
 
+def confined_there(repo: str, timeout: float, env: Mapping[str, str]) -> None:
+    """`confined` on another host, asked of git there (no shell): `.mam/worktrees`, else `.mam`, when there, must
+    be a folder of the repository itself (the same git folder); a link leading elsewhere would take the checkout
+    with it. Only `rev-parse` runs there, which reads a config and runs nothing of it."""
+    own = _git(repo, ["rev-parse", "--absolute-git-dir"], timeout, env)
+    if not own.ok:
+        raise _fail(f"could not ask git about {repo}", own)
+    for folder in (f"{repo}/{FOLDER}", f"{repo}/.mam"):
+        found = _git(folder, ["rev-parse", "--absolute-git-dir"], timeout, env)
+        if not found.ok and "cannot change to" in found.stderr:
+            continue  # not there (yet): git makes it a folder
+        if not found.ok or not _same(found.stdout.rstrip("\n"), own.stdout.rstrip("\n")):
+            raise MamError("invalid_workspace", f"{folder}: leads outside the repository {repo} (a symbolic link?): "
+                           "mam makes no worktree through it", hint="remove the link; mam makes .mam/worktrees itself")
+        return
+
+
 @contextmanager
 def name_lock(dot_mam: Path, name: str) -> Iterator[None]:
     """Held by a spawn that makes NAME's worktree and by a remove of it, so neither sees the other half done.
@@ -169,6 +186,8 @@ def make(directory: str, name: str, branch: str, timeout: float, env: Mapping[st
     repo = repository(directory, timeout, env)
     if local:
         confined(Path(repo))  # the repository of --cwd has a .mam of its own
+    else:
+        confined_there(repo, timeout, env)
     target = place(repo, name)
     entries = listed(repo, timeout, env)
     ref = f"refs/heads/{branch}"
