@@ -168,3 +168,25 @@ def test_a_remove_never_takes_the_worktree_a_restore_just_made_again(ws: Workspa
     assert place.is_dir() and str(place) in listed(ws.root)
     assert tmux.run(server, "list-panes", "-t", "=s1", "-F", "#{pane_current_path}").stdout.strip() == str(place)
     ws.mam("stop", "s1")
+
+
+@pytest.mark.parametrize("planted", ["file", "linked_lock"])
+def test_what_a_clone_carries_at_the_lock_is_bad_input_not_an_internal_error(ws: Workspace, tmux: Tmux,
+                                                                            tmp_path: Path, planted: str) -> None:
+    """A clone can track `.mam/worktrees` as a file, or `.mam/worktrees/.NAME.lock` as a link: spawn ended in
+    "internal error" (exit 1, "report it") instead of saying what is in the way."""
+    make_repo(ws.root)
+    folder = ws.root / ".mam" / "worktrees"
+    folder.parent.mkdir(exist_ok=True)
+    target = tmp_path / "target"
+    if planted == "file":
+        folder.write_text("not a folder\n")
+    else:
+        folder.mkdir()
+        (folder / ".w1.lock").symlink_to(target)
+    server = tmux.name()
+    proc = ws.mam("spawn", "w1", "--server", server, "--worktree", "--command", "sleep 600")
+    assert proc.returncode == 2, proc.stderr
+    assert "internal error" not in proc.stderr and str(folder) in proc.stderr
+    assert not target.exists() and listed(ws.root) == [str(ws.root)]
+    assert tmux.run(server, "has-session", "-t", "=w1", check=False).returncode != 0

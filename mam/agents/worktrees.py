@@ -154,8 +154,13 @@ def name_lock(dot_mam: Path, name: str) -> Iterator[None]:
     """Held by a spawn that makes NAME's worktree and by a remove of it, so neither sees the other half done.
     The file lives in the folder mam makes under .mam/ (opened without following a link)."""
     folder = confined(dot_mam.parent)
-    folder.mkdir(parents=True, exist_ok=True)
-    fd = os.open(folder / f".{name}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(folder / f".{name}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as exc:  # a clone can carry a file there, or a link as the lock: refused, never followed
+        raise MamError("invalid_workspace", f"{folder}: cannot hold the lock of {name}'s worktree: "
+                       f"{exc.strerror}", hint="mam makes .mam/worktrees and its .NAME.lock files itself: move "
+                       "what is there away") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
