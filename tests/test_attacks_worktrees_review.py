@@ -190,3 +190,17 @@ def test_what_a_clone_carries_at_the_lock_is_bad_input_not_an_internal_error(ws:
     assert "internal error" not in proc.stderr and str(folder) in proc.stderr
     assert not target.exists() and listed(ws.root) == [str(ws.root)]
     assert tmux.run(server, "has-session", "-t", "=w1", check=False).returncode != 0
+
+
+@pytest.mark.parametrize("branch", ["@{-1}", "@"])
+def test_a_branch_name_git_expands_is_refused(repo: Path, branch: str) -> None:
+    """`git check-ref-format --branch` takes `@{-1}` (the branch checked out before) and `@` (HEAD): the row
+    kept the words, and `--delete-branch` later ran `git branch -D -- @{-1}`, deleting whatever branch the
+    repository had checked out before by then, with commits only it held."""
+    git(repo, "checkout", "-q", "-b", "old")
+    git(repo, "checkout", "-q", "main")
+    git(repo, "branch", "-q", "-D", "old")  # @{-1} names a branch that is gone: `worktree add -b` makes it
+    with pytest.raises(MamError, match="not a branch name mam makes") as refused:
+        worktrees.make(str(repo), "p", branch, 30, ENV, local=True)
+    assert refused.value.code == "usage"
+    assert listed(repo) == [str(repo)] and git(repo, "branch", "--format=%(refname:short)").split() == ["main"]
