@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -204,3 +205,25 @@ def test_a_branch_name_git_expands_is_refused(repo: Path, branch: str) -> None:
         worktrees.make(str(repo), "p", branch, 30, ENV, local=True)
     assert refused.value.code == "usage"
     assert listed(repo) == [str(repo)] and git(repo, "branch", "--format=%(refname:short)").split() == ["main"]
+
+
+def test_a_held_name_lock_is_waited_for_within_a_bound(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lock of a name's worktree was waited for without end: a spawn holding it while it asks a question at a
+    terminal froze every `mam worktree remove` and `mam restore` of that name, silently."""
+    monkeypatch.setattr(worktrees, "LOCK_TIMEOUT", 0.5, raising=False)
+    dot_mam = repo / ".mam"
+    with worktrees.name_lock(dot_mam, "w1"):
+        done: list[BaseException | None] = []
+
+        def other() -> None:
+            try:
+                with worktrees.name_lock(dot_mam, "w1"):
+                    done.append(None)
+            except MamError as exc:
+                done.append(exc)
+
+        waiter = threading.Thread(target=other, daemon=True)
+        waiter.start()
+        waiter.join(10)
+        assert done and isinstance(done[0], MamError) and "locked by another mam command" in str(done[0])
+    waiter.join(30)

@@ -15,7 +15,6 @@ state (every change and untracked file, on top of HEAD) to a `mam/lost/NAME-DATE
 
 from __future__ import annotations
 
-import fcntl
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -26,11 +25,11 @@ from typing import Any
 
 from mam.calls.git import GitResult, git
 from mam.calls.route import remote_route
-from mam.registry import Row, RowKey
+from mam.registry import LOCK_TIMEOUT, Row, RowKey
 from mam.servers.app import App
 from mam.util.errors import MamError
 from mam.util.quote import shown
-from mam.util.safefile import leads_inside
+from mam.util.safefile import leads_inside, lock_within
 
 FOLDER = ".mam/worktrees"
 LOST_PREFIX = "mam/lost/"
@@ -165,7 +164,10 @@ def name_lock(dot_mam: Path, name: str) -> Iterator[None]:
                        f"{exc.strerror}", hint="mam makes .mam/worktrees and its .NAME.lock files itself: move "
                        "what is there away") from None
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        # Bounded, as the registry's lock is: a spawn holding it may wait on a question at a terminal for good.
+        if not lock_within(fd, LOCK_TIMEOUT):
+            raise MamError("operation_failed", f"{name}'s worktree is locked by another mam command (a spawn, "
+                           "restore or remove of that name)", hint="retry when the other mam command has finished")
         yield
     finally:
         os.close(fd)
