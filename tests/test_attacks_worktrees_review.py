@@ -227,3 +227,23 @@ def test_a_held_name_lock_is_waited_for_within_a_bound(repo: Path, monkeypatch: 
         waiter.join(10)
         assert done and isinstance(done[0], MamError) and "locked by another mam command" in str(done[0])
     waiter.join(30)
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_a_commit_only_a_worktrees_own_ref_holds_is_never_lost(repo: Path, force: bool) -> None:
+    """refs/worktree/*, refs/bisect/* and refs/rewritten/* belong to one worktree and go with it (git help
+    worktree): a commit only such a ref held counted as held by nothing, and went with a plain `remove`."""
+    record = worktrees.make(str(repo), "p", "mam/p", 30, ENV, local=True)
+    place = Path(record["path"])
+    git(place, "checkout", "-q", "--detach")
+    git(place, "commit", "-q", "--allow-empty", "-m", "kept by a ref of this worktree only")
+    kept = git(place, "rev-parse", "HEAD").strip()
+    git(place, "update-ref", "refs/bisect/bad", kept)
+    git(place, "checkout", "-q", "mam/p")
+    removal = worktrees.remove(record, "p", 30, ENV, force=force, delete_branch=False)
+    assert removal.losses.commits == [kept]
+    if not force:
+        assert not removal.removed and str(place) in listed(repo)
+    else:
+        assert removal.removed and removal.saved_to
+        assert kept in git(repo, "rev-list", removal.saved_to).split()

@@ -32,6 +32,8 @@ from mam.util.quote import shown
 from mam.util.safefile import leads_inside, lock_within
 
 FOLDER = ".mam/worktrees"
+# The refs a worktree holds of its own (git help worktree, "REFS"): they go with it, as its HEAD does.
+OWN_REFS = ("--glob=refs/worktree/*", "--glob=refs/bisect/*", "--glob=refs/rewritten/*")
 LOST_PREFIX = "mam/lost/"
 KEYS = ("path", "branch", "base", "repo")  # the strings of a spec's `worktree:`; and `made_by_mam`, a boolean
 
@@ -308,7 +310,7 @@ def losses(path: str, branch: str, timeout: float, env: Mapping[str, str], *, de
     # --exclude before --branches takes the name without refs/heads/ (git help rev-list); check-ref-format
     # keeps glob characters out of a branch's name.
     keep = [f"--exclude={branch}"] if delete_branch else []
-    reach = _git(path, ["rev-list", "--max-count=1000", "HEAD", "--not", *keep, "--branches", "--tags",
+    reach = _git(path, ["rev-list", "--max-count=1000", "HEAD", *OWN_REFS, "--not", *keep, "--branches", "--tags",
                         "--remotes"], timeout, env)
     if not reach.ok and _git(path, ["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], timeout, env).ok:
         found.unreadable = f"git rev-list: {reach.why}"
@@ -357,6 +359,12 @@ def save(path: str, name: str, timeout: float, env: Mapping[str, str], also: str
         if also else None
     if tip is not None and tip.ok and tip.stdout.strip() != head.stdout.strip():
         parents += ["-p", tip.stdout.strip()]
+    own = _git(path, ["rev-parse", *OWN_REFS], timeout, env)  # go with the worktree: their tips are kept too
+    if not own.ok:
+        raise _fail(f"{path}: could not read its own refs", own)
+    for sha in dict.fromkeys(own.lines()):
+        if sha not in parents:
+            parents += ["-p", sha]
     who = {"GIT_AUTHOR_NAME": "mam", "GIT_AUTHOR_EMAIL": "mam@localhost", "GIT_COMMITTER_NAME": "mam",
            "GIT_COMMITTER_EMAIL": "mam@localhost"}
     commit = _git(path, ["commit-tree", tree.stdout.strip(), *parents, "-m",
