@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -247,3 +248,28 @@ def test_a_commit_only_a_worktrees_own_ref_holds_is_never_lost(repo: Path, force
     else:
         assert removal.removed and removal.saved_to
         assert kept in git(repo, "rev-list", removal.saved_to).split()
+
+
+def test_a_registry_full_of_slow_worktrees_keeps_status_within_its_time_limit(ws: Workspace) -> None:
+    """`mam status` reads each row's worktree, 8 at a time, each within MAM_TIMEOUT: a clone's registry with
+    many rows naming a folder where git is slow (here the test's own slow filter) added a whole time limit for
+    every 8 rows. All of them now share the one limit; a row not read within it is `unknown`, saying so."""
+    make_repo(ws.root)
+    (ws.root / ".gitattributes").write_text("tracked.txt filter=slow\n")
+    git(ws.root, "add", "-A")
+    git(ws.root, "commit", "-q", "-m", "slow")
+    git(ws.root, "config", "filter.slow.clean", "sleep 30; cat")
+    os.utime(ws.root / "tracked.txt", (978307200, 978307200))  # not what the index says: git runs the filter
+    record = {"path": str(ws.root), "branch": "main", "base": "0" * 40, "repo": str(ws.root), "made_by_mam": True}
+    rows = [json.dumps({"name": f"x{i}", "backend": "tmux", "server": "s", "status": "stopped",
+                        "spec": {"command": "sleep 1", "args": [], "cwd": str(ws.root), "env_names": [],
+                                 "worktree": record}}) for i in range(160)]
+    ws.write_registry("version: 1\nsessions:\n" + "".join(f"- {row}\n" for row in rows))
+    env = {**ws.env, "MAM_TIMEOUT": "1"}
+    started = time.monotonic()
+    proc = ws.mam("status", "--json", env=env, timeout=120)
+    took = time.monotonic() - started
+    states = [s["worktree"] for s in json.loads(proc.stdout)["sessions"]]
+    assert len(states) == 160 and {s["state"] for s in states} == {"unknown"}
+    assert any("not read within 1s" in s["why"] for s in states)
+    assert took < 15, took  # 160 rows, 8 at a time, 1 s each: 20 s and more before

@@ -603,14 +603,21 @@ def read_states(app: App, rows: Sequence[Row]) -> Callable[[], dict[RowKey, dict
     pool = ThreadPoolExecutor(max_workers=min(8, len(chosen)))
     futures = {row.key: pool.submit(read, row) for row in chosen}
     pool.shutdown(wait=False)
+    # All of them within the one time limit, as a server's query is: a registry (a clone's) can hold any number
+    # of rows naming a folder where git is slow, and 8 at a time would add a limit per 8 rows.
+    deadline = time.monotonic() + app.timeout + 1
 
     def collect() -> dict[RowKey, dict[str, Any]]:
         found: dict[RowKey, dict[str, Any]] = {}
         for row in chosen:
             try:
-                found[row.key] = futures[row.key].result()
+                found[row.key] = futures[row.key].result(max(0.0, deadline - time.monotonic()))
             except MamError as exc:  # a host that cannot be reached: unknown, never clean
                 found[row.key] = unread((row.spec or {}).get("worktree") or {}, exc.message)
+            except TimeoutError:  # not begun (cancelled) or still running (ends within its own limit)
+                futures[row.key].cancel()
+                found[row.key] = unread((row.spec or {}).get("worktree") or {},
+                                        f"not read within {app.timeout:g}s, with the other worktrees")
         return found
 
     return collect
