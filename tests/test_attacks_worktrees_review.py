@@ -273,3 +273,19 @@ def test_a_registry_full_of_slow_worktrees_keeps_status_within_its_time_limit(ws
     assert len(states) == 160 and {s["state"] for s in states} == {"unknown"}
     assert any("not read within 1s" in s["why"] for s in states)
     assert took < 15, took  # 160 rows, 8 at a time, 1 s each: 20 s and more before
+
+
+def test_a_spawn_whose_row_cannot_be_written_leaves_no_worktree(ws: Workspace, tmux: Tmux) -> None:
+    """The worktree is made before the row is claimed: a claim refused (here a read-only registry) left the
+    worktree and its branch with no row, and every later spawn of the name was refused ("taken")."""
+    make_repo(ws.root)
+    ws.write_registry("version: 1\nsessions: []\n")
+    ws.registry.chmod(0o444)
+    server = tmux.name()
+    proc = ws.mam("spawn", "w1", "--server", server, "--worktree", "--command", "sleep 600")
+    assert proc.returncode == 1 and "read-only" in proc.stderr, proc.stderr
+    assert listed(ws.root) == [str(ws.root)] and git(ws.root, "branch", "--list", "mam/w1") == ""
+    ws.registry.chmod(0o644)
+    proc = ws.mam("spawn", "w1", "--server", server, "--worktree", "--command", "sleep 600")
+    assert proc.returncode == 0, proc.stderr
+    assert ws.mam("stop", "w1").returncode == 0

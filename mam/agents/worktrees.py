@@ -190,7 +190,8 @@ def _ignore_folder(repo: str) -> None:
 
 
 def make(directory: str, name: str, branch: str, timeout: float, env: Mapping[str, str], *,
-         local: bool, registered: Mapping[str, Any] | None = None) -> dict[str, Any]:
+         local: bool, registered: Mapping[str, Any] | None = None, created: list[bool] | None = None
+         ) -> dict[str, Any]:
     """Make NAME's worktree of the repository of `directory` on `branch` (new from HEAD, or the existing branch)
     and return what the spec keeps. `registered`: the worktree the row of NAME already records (signed), the only
     one that may be reused, and only when it is clean. Bad input (exit 2) before anything is made."""
@@ -226,7 +227,18 @@ def make(directory: str, name: str, branch: str, timeout: float, env: Mapping[st
     if not made.ok:
         _undo(repo, target, None if exists.ok else (branch, base), timeout, env)
         raise _fail(f"could not make the worktree {target} on branch {branch}", made)
+    if created is not None:  # made here (not reused), and whether its branch was made too: `unmake` undoes both
+        created.append(not exists.ok)
     return {"path": target, "branch": branch, "base": base, "repo": repo, "made_by_mam": True}
+
+
+def unmake(record: Mapping[str, Any], new_branch: bool, timeout: float, env: Mapping[str, str]) -> None:
+    """Undo a `make` whose agent never started (its row could not be claimed): under the name's lock, nothing but
+    the checkout is in it. Left as it is when it is no longer as made (then `mam worktree remove` rules)."""
+    path, repo = str(record["path"]), str(record["repo"])
+    found = losses(path, str(record["branch"]), timeout, env, delete_branch=False)
+    if found.nothing:
+        _undo(repo, path, (str(record["branch"]), str(record["base"])) if new_branch else None, timeout, env)
 
 
 def _undo(repo: str, target: str, new_branch: tuple[str, str] | None, timeout: float,
