@@ -194,11 +194,12 @@ def test_what_a_clone_carries_at_the_lock_is_bad_input_not_an_internal_error(ws:
     assert tmux.run(server, "has-session", "-t", "=w1", check=False).returncode != 0
 
 
-@pytest.mark.parametrize("branch", ["@{-1}", "@"])
+@pytest.mark.parametrize("branch", ["@{-1}", "@", "mam/lost"])
 def test_a_branch_name_git_expands_is_refused(repo: Path, branch: str) -> None:
     """`git check-ref-format --branch` takes `@{-1}` (the branch checked out before) and `@` (HEAD): the row
     kept the words, and `--delete-branch` later ran `git branch -D -- @{-1}`, deleting whatever branch the
-    repository had checked out before by then, with commits only it held."""
+    repository had checked out before by then, with commits only it held. A branch `mam/lost` made every
+    `--force` of the repository fail: no `mam/lost/NAME-DATE` can sit beside it."""
     git(repo, "checkout", "-q", "-b", "old")
     git(repo, "checkout", "-q", "main")
     git(repo, "branch", "-q", "-D", "old")  # @{-1} names a branch that is gone: `worktree add -b` makes it

@@ -60,7 +60,7 @@ def check_branch(directory: str, branch: str, timeout: float, env: Mapping[str, 
     # `@` and `@{...}` git expands (HEAD, the branch checked out before): the row keeps the words, and a later
     # `git branch -D` of them would delete whatever they name by then.
     if not branch or branch.startswith("-") or not branch.isprintable() or branch.startswith(LOST_PREFIX) \
-            or branch == "@" or "@{" in branch:
+            or branch == "@" or "@{" in branch or branch == LOST_PREFIX.rstrip("/"):
         raise MamError("usage", f"branch {shown(branch)}: not a branch name mam makes",
                        hint="a name like fix-login (mam/lost/ is where `mam worktree remove --force` saves work)")
     result = _git(directory, ["check-ref-format", "--branch", branch], timeout, env)
