@@ -290,3 +290,22 @@ def test_a_spawn_whose_row_cannot_be_written_leaves_no_worktree(ws: Workspace, t
     proc = ws.mam("spawn", "w1", "--server", server, "--worktree", "--command", "sleep 600")
     assert proc.returncode == 0, proc.stderr
     assert ws.mam("stop", "w1").returncode == 0
+
+
+@pytest.mark.parametrize("where", ["place", "folder"])
+def test_restore_never_makes_the_worktree_again_through_a_link(repo: Path, tmp_path: Path, where: str) -> None:
+    """Spawn refuses a link at `.mam/worktrees` (or the place) leading out; restore's re-making did not check:
+    a pull can bring such a link (the folder's `*` ignore keeps no tracked file out), and `git worktree add`
+    checked the branch out through it, into an empty folder anywhere, where the agent then started."""
+    record = worktrees.make(str(repo), "p", "mam/p", 30, ENV, local=True)
+    assert worktrees.remove(record, "p", 30, ENV, force=False, delete_branch=False).removed
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    if where == "place":
+        Path(record["path"]).symlink_to(outside)
+    else:
+        shutil.rmtree(repo / ".mam" / "worktrees")
+        (repo / ".mam" / "worktrees").symlink_to(outside)
+    with pytest.raises(MamError):
+        worktrees.remake(record, 30, ENV)
+    assert list(outside.iterdir()) == [] and listed(repo) == [str(repo)]

@@ -25,6 +25,7 @@ from typing import Any
 
 from mam.calls.git import GitResult, git
 from mam.calls.route import remote_route
+from mam.calls.runner import elsewhere
 from mam.registry import LOCK_TIMEOUT, Row, RowKey
 from mam.servers.app import App
 from mam.util.errors import MamError
@@ -208,7 +209,7 @@ def make(directory: str, name: str, branch: str, timeout: float, env: Mapping[st
     at_target = next((e for e in entries if _same(e.path, target)), None)
     if here is not None or at_target is not None:
         return _reuse(here or at_target, branch, target, registered, timeout, env)  # type: ignore[arg-type]
-    if local and (os.path.lexists(target)):
+    if _occupied(target, local, timeout, env):
         raise MamError("operation_failed", f"{target}: already there and not a worktree of {repo}: left as it is",
                        hint="move it away, or pick another agent name")
     exists = _git(repo, ["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], timeout, env)
@@ -239,6 +240,15 @@ def unmake(record: Mapping[str, Any], new_branch: bool, timeout: float, env: Map
     found = losses(path, str(record["branch"]), timeout, env, delete_branch=False)
     if found.nothing:
         _undo(repo, path, (str(record["branch"]), str(record["base"])) if new_branch else None, timeout, env)
+
+
+def _occupied(path: str, local: bool, timeout: float, env: Mapping[str, str]) -> bool:
+    """Whether something (a folder, a file, a link, dangling or not) is at `path`: `git worktree add` would check
+    out through a link to an empty folder, wherever it leads. On another host, asked of git there."""
+    if local:
+        return os.path.lexists(path)
+    there = git(path, ["rev-parse", "--absolute-git-dir"], timeout=timeout, env=env, bare=False)
+    return there.ok or "cannot change to" not in there.stderr or "No such file" not in there.stderr
 
 
 def _undo(repo: str, target: str, new_branch: tuple[str, str] | None, timeout: float,
@@ -503,6 +513,16 @@ def remake(record: Mapping[str, Any], timeout: float, env: Mapping[str, str]) ->
     if not _git(repo, ["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}^{{commit}}"], timeout, env).ok:
         raise MamError("operation_failed", f"its worktree {path} and its branch {branch} are both gone: nothing to "
                        "start it in", hint="`mam spawn` it again with --worktree, or `mam forget` it")
+    # As spawn checks: a pull can bring a link to .mam/worktrees or to the place itself (the folder's `*` ignore
+    # keeps no tracked file out), and the checkout, then the agent, would go where it leads.
+    local = elsewhere() is None
+    if local:
+        confined(Path(repo))
+    else:
+        confined_there(repo, timeout, env)
+    if _occupied(path, local, timeout, env):
+        raise MamError("operation_failed", f"{path}: something else is there now (a link?): its worktree is not "
+                       "made again through it", hint="move it away, then `mam restore` again")
     made = _git(repo, ["worktree", "add", "--", path, branch], timeout, env)
     if not made.ok:
         raise _fail(f"could not make its worktree {path} again on branch {branch}", made)
