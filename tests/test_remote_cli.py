@@ -244,3 +244,21 @@ def test_a_worktree_on_a_remote_host_is_made_and_removed_there(remote: Remote, t
     assert refused.returncode == 1 and "unsaved.txt" in refused.stderr and place.is_dir()
     (place / "unsaved.txt").unlink()
     assert remote.mam("worktree", "remove", "farwt").returncode == 0 and not place.exists()
+
+
+def test_a_linked_worktrees_folder_on_the_host_is_refused(remote: Remote, tmp_path: Path) -> None:
+    """The `.mam` link check (docs/trust.md) held on this machine only: on a host, a repository whose `.mam` is a
+    link leading out of it had its worktree checked out wherever the link pointed."""
+    repo = tmp_path / "far repo"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    for args in (["init", "-q"], ["commit", "-q", "--allow-empty", "-m", "first"]):
+        subprocess.run([*git, *args], check=True, capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (repo / ".mam").symlink_to(outside)
+    proc = remote.mam("spawn", "farwt", "--server", remote.server(), "--host", remote.sshd.host, "--cwd",
+                      str(repo), "--worktree", "--command", "sleep 600")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "outside the repository" in proc.stderr
+    assert list(outside.iterdir()) == []

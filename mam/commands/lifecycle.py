@@ -332,9 +332,10 @@ def _spawn(app: App, name: str, agent: str | None, server: str, cwd: str | None,
     token = secrets.token_hex(8)
     blocked: list[Row] = []
     made: dict[str, Any] | None = None
+    created: list[bool] = []  # [new branch?] when this spawn made the worktree (not reused)
     if branch is not None:
         made = worktrees.make(base_dir, name, branch, app.timeout, app.backend_env, local=not there,
-                              registered=_signed_worktree(app, known))
+                              registered=_signed_worktree(app, known), created=created)
         directory = Path(made["path"])
     # A workspace kind's program is kept as the command it was: restore starts it without the workspace's file.
     recorded = launch_spec(agent, command if chosen is None else chosen, args, str(directory), names)
@@ -350,9 +351,14 @@ def _spawn(app: App, name: str, agent: str | None, server: str, cwd: str | None,
         fields["agent_session"] = session
     inflight.hold(app.workspace.dot_mam, token)  # from before the claim until the outcome is written
     try:
-        write_change(app, _claim(key, fields, blocked))
-        if blocked:  # another spawn of this name got the row first: leave it and its agent alone
-            raise _taken(blocked[0])
+        try:
+            write_change(app, _claim(key, fields, blocked))
+            if blocked:  # another spawn of this name got the row first: leave it and its agent alone
+                raise _taken(blocked[0])
+        except MamError:
+            if made is not None and created:  # no row will record it: a worktree left here would block the name
+                worktrees.unmake(made, created[0], app.timeout, app.backend_env)
+            raise
         from mam.hooks.report import identity  # the hooks' `mam report` learns whose state it says (docs/hooks.md)
 
         request = spawn_request(spec, name, kind, str(directory), argv,
