@@ -31,6 +31,7 @@ LOCK = ".audit.lock"
 LINE_LIMIT = 4096  # bytes, newline included: one write(2) of a regular file's O_APPEND is whole at this size
 ROTATE_AT = 10 * 1024 * 1024  # bytes: audit.jsonl becomes audit.jsonl.1 (.1 becomes .2, ...)
 KEEP = 3  # rotated files kept
+ENV_KEYS = frozenset({"env_names", "env"})  # --env: a value is never written, only KEY=***
 TEXT_KEYS = frozenset({"text"})  # typed text: never written, only its length and a hash prefix
 CUT = 200  # characters kept of any other string argument
 FACES = ("cli", "top", "serve", "skill")
@@ -53,7 +54,12 @@ def os_user() -> str:
 
         return pwd.getpwuid(os.getuid()).pw_name
     except (KeyError, ImportError):
-        return str(os.getuid())
+        try:
+            import getpass
+
+            return getpass.getuser()
+        except Exception:  # no name for this uid: its number
+            return str(os.getuid())
 
 
 _ACTOR: contextvars.ContextVar[Actor | None] = contextvars.ContextVar("mam_actor", default=None)
@@ -89,6 +95,8 @@ def masked(arguments: Mapping[str, Any]) -> dict[str, Any]:
         elif value is None or isinstance(value, bool | int | float):
             out[key] = value
         elif isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+            if key in ENV_KEYS:  # --env NAME; a NAME=VALUE given by mistake keeps its name only
+                value = [v.split("=", 1)[0] + "=***" if "=" in v else v for v in value]
             out[key] = [v[:CUT] for v in value[:20]] + (["..."] if len(value) > 20 else [])
     return out
 
@@ -159,16 +167,27 @@ def append(dot_mam: Path, data: bytes) -> None:
         os.close(dot)
 
 
-def record(dot_mam: Path, action: str, agent: str | None, arguments: Mapping[str, Any], result: str,
-           exit_code: int = 0, message: str = "") -> None:
-    """Append the action's line; a line that cannot be written fails nothing, and is said on stderr."""
+RESULTS = ("ok", "refused", "failed")
+
+
+def record(mam_dir: Path, action: str, agent: str | None, arguments: Mapping[str, Any],
+           result: str | Mapping[str, Any], exit_code: int = 0, message: str = "") -> None:
+    """Append the action's line to MAM_DIR/audit.jsonl (MAM_DIR: the workspace's `.mam`), as the current actor's.
+    `result` is ok, refused or failed (then `exit_code` and a one-line `message`), or a mapping of them:
+    {"result": "failed", "exit": 1, "message": "..."}. A line that cannot be written fails nothing: it is said in
+    one line on stderr."""
     try:
-        append(dot_mam, line_of(current_actor(), action, agent, arguments, result, exit_code, message))
-    except (OSError, MamError) as exc:
-        why = exc.message if isinstance(exc, MamError) else (exc.strerror or str(exc))
-        if isinstance(exc, OSError) and exc.errno == errno.ELOOP:
+        if not isinstance(result, str):
+            exit_code = int(result.get("exit", exit_code) or 0)
+            message = str(result.get("message", message) or "")
+            result = str(result.get("result", "ok"))
+        append(mam_dir, line_of(current_actor(), action, agent, arguments, result, exit_code, message))
+    except Exception as exc:  # the trail never fails the action it records
+        why = exc.message if isinstance(exc, MamError) else (
+            (exc.strerror or str(exc)) if isinstance(exc, OSError) else f"{type(exc).__name__}: {exc}")
+        if isinstance(exc, OSError) and exc.errno in (errno.ELOOP, errno.ENOTDIR):
             why = "a symbolic link is in its place: not followed"
-        sys.stderr.write(f"mam: warning: the audit line for {action} was not written to {dot_mam / NAME}: "
+        sys.stderr.write(f"mam: warning: the audit line for {action} was not written to {mam_dir / NAME}: "
                          f"{why}\n")
 
 
