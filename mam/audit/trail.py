@@ -35,6 +35,11 @@ ENV_KEYS = frozenset({"env_names", "env"})  # --env: a value is never written, o
 TEXT_KEYS = frozenset({"text"})  # typed text: never written, only its length and a hash prefix
 CUT = 200  # characters kept of any other string argument
 FACES = ("cli", "top", "serve", "skill")
+RESULTS = ("ok", "refused", "failed")
+# The outcome words of mam's documents over several agents (stop --all, restore) as a line's result: skipped and
+# untrusted were declined; running (already alive) and left (a pane mam did not make, not closed) needed nothing.
+OUTCOMES = {"stopped": "ok", "terminated": "ok", "left": "ok", "restored": "ok", "running": "ok",
+            "failed": "failed", "skipped": "refused", "untrusted": "refused"}
 
 
 @dataclass(frozen=True)
@@ -167,9 +172,6 @@ def append(dot_mam: Path, data: bytes) -> None:
         os.close(dot)
 
 
-RESULTS = ("ok", "refused", "failed")
-
-
 def record(mam_dir: Path, action: str, agent: str | None, arguments: Mapping[str, Any],
            result: str | Mapping[str, Any], exit_code: int = 0, message: str = "") -> None:
     """Append the action's line to MAM_DIR/audit.jsonl (MAM_DIR: the workspace's `.mam`), as the current actor's.
@@ -192,14 +194,27 @@ def record(mam_dir: Path, action: str, agent: str | None, arguments: Mapping[str
 
 
 F = TypeVar("F", bound=Callable[..., Any])
+# One line of a command's document: (agent, result, message); `each` gives them for a command over several agents.
+Entry = tuple[str | None, str, str]
+
+
+def _failure(exc: BaseException) -> tuple[str, int, str]:
+    if isinstance(exc, MamError):
+        return ("refused" if exc.refusal else "failed"), exc.exit_code, exc.message
+    if isinstance(exc, KeyboardInterrupt):
+        return "failed", 130, "interrupted"
+    return "failed", 1, f"{type(exc).__name__}: {exc}"
 
 
 def audited(action: str, agent: Callable[[Mapping[str, Any]], str | None] | None = None,
-            unless: str | None = None, only_if: str | None = None) -> Callable[[F], F]:
+            unless: str | None = None, only_if: str | None = None,
+            each: Callable[[dict[str, Any]], list[Entry]] | None = None) -> Callable[[F], F]:
     """Record each call of a command's document function (its first argument the App): its arguments, and ok
-    with the document's message, or the MamError's code, exit code and message (then raised on). `agent` picks
-    the agent from the bound arguments (default: `name`); `unless` names a flag that makes the call change
-    nothing (dry_run), `only_if` one without which it changes nothing (reconcile's apply): then no line."""
+    with the document's message, or the error's result (refused when mam declined: MamError.refusal), exit code
+    and message (then raised on). `agent` picks the agent from the bound arguments (default: `name`); `each`
+    gives one line per agent from the document (a command over several agents: stop --all, restore --all,
+    forget, prune); `unless` names a flag that makes the call change nothing (dry_run), `only_if` one without
+    which it changes nothing (reconcile's apply): then no line."""
     def wrap(function: F) -> F:
         signature = inspect.signature(function)
 
@@ -213,12 +228,21 @@ def audited(action: str, agent: Callable[[Mapping[str, Any]], str | None] | None
             arguments = {k: v for k, v in bound.items() if k not in ("app", "name")}
             try:
                 doc = function(*args, **kwargs)
-            except MamError as exc:
-                record(app.workspace.dot_mam, action, who, arguments,
-                       "refused" if exc.exit_code == 2 else "failed", exc.exit_code, exc.message)
+            except BaseException as exc:
+                result, code, said = _failure(exc)
+                record(app.workspace.dot_mam, action, who, arguments, result, code, said)
                 raise
-            said = doc.get("message") if isinstance(doc, dict) else None
-            record(app.workspace.dot_mam, action, who, arguments, "ok", 0, str(said or ""))
+            entries: list[Entry] = []
+            if each is not None and isinstance(doc, dict):
+                try:
+                    entries = each(doc)
+                except (KeyError, TypeError, ValueError):  # a document of another shape: the one line below
+                    entries = []
+            if not entries:
+                message = doc.get("message") if isinstance(doc, dict) else None
+                entries = [(who, "ok", str(message or ""))]
+            for name, result, said in entries:
+                record(app.workspace.dot_mam, action, name, arguments, result, 1 if result != "ok" else 0, said)
             return doc
         return run  # type: ignore[return-value]
     return wrap

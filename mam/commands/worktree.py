@@ -10,7 +10,7 @@ from typing import Any
 
 from mam.agents import worktrees
 from mam.agents.rows import agent_row, rows_on, snapshot, unchanged_rows
-from mam.audit.trail import audited
+from mam.audit.trail import Entry, audited
 from mam.calls.route import remote_route
 from mam.registry import Row
 from mam.servers.app import App
@@ -42,7 +42,13 @@ def list_document(app: App) -> dict[str, Any]:
     return {"schema": 1, "worktrees": entries}
 
 
-@audited("worktree prune", agent=lambda bound: None, unless="dry_run")
+def _each_pruned(doc: dict[str, Any]) -> list[Entry]:
+    """The audit trail's line per worktree record: dropped, or left (refused) with the reason."""
+    return [(w["name"], "ok" if w["pruned"] else "refused", "record dropped" if w["pruned"] else str(w["reason"]))
+            for w in doc["pruned"]]
+
+
+@audited("worktree prune", agent=lambda bound: None, unless="dry_run", each=_each_pruned)
 def prune_document(app: App, dry_run: bool = False) -> dict[str, Any]:
     """Drop the worktree records of rows whose folder is gone (git's own record too: `git worktree prune`),
     re-signing the spec mam signed; a row whose spec is not signed is left as it is."""
