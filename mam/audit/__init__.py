@@ -4,8 +4,8 @@ May import mam.util and the standard library only. Only the commands that act lo
 
 The API the faces use: `Actor(face, user, client=None, token_id=None)`, `acting(actor)` (a context manager: what
 runs inside is recorded as that actor's), `current_actor()`, and `record(mam_dir, action, agent, arguments,
-result)`; the commands use `audited(action, ...)`, `mam audit` uses `read`."""
+result)`; the commands use `audited(action, ...)`, `mam audit` reads it with mam.audit.reading."""
 
-from mam.audit.trail import FACES, Actor, acting, audited, current_actor, os_user, read, record
+from mam.audit.trail import FACES, Actor, acting, audited, current_actor, os_user, record
 
-__all__ = ["FACES", "Actor", "acting", "audited", "current_actor", "os_user", "read", "record"]
+__all__ = ["FACES", "Actor", "acting", "audited", "current_actor", "os_user", "record"]

@@ -17,6 +17,7 @@ import hashlib
 import inspect
 import json
 import os
+import stat
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from mam.util.errors import MamError
+from mam.util.safefile import open_folder
 
 NAME = "audit.jsonl"
 LOCK = ".audit.lock"
@@ -123,18 +125,42 @@ def line_of(actor: Actor, action: str, agent: str | None, arguments: Mapping[str
     return data
 
 
-def _open_dot_mam(dot_mam: Path) -> int:
-    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+def open_dot_mam(dot_mam: Path, make: bool) -> int | None:
+    """A descriptor of `.mam`, not followed when it is a symbolic link (refused: MamError), as the agents'
+    reports are (mam.hooks.report): a clone can carry the link, and the trail would land wherever it points.
+    Without `make`, None when there is no `.mam` (a reader never makes it)."""
+    if make:
+        return open_folder(dot_mam, "workspace's .mam folder")
     try:
-        return os.open(dot_mam, flags)
+        return os.open(dot_mam, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except FileNotFoundError:
-        os.makedirs(dot_mam, exist_ok=True)
-        return os.open(dot_mam, flags)
+        return None
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR) and dot_mam.is_symlink():
+            raise MamError("operation_failed", f"{dot_mam}: the workspace's .mam folder is a symbolic link: "
+                           "refusing to follow it") from None
+        raise MamError("operation_failed", f"{dot_mam}: cannot open: {exc.strerror}") from None
+
+
+def open_file(dot: int, name: str, flags: int) -> int:
+    """`name` in the folder `dot`, never through a symbolic link (ELOOP), never waiting on a FIFO planted in its
+    place (O_NONBLOCK), and only a regular file of one link: else OSError."""
+    fd = os.open(name, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600, dir_fd=dot)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        if info.st_nlink != 1:  # a hard link planted in its place: the line would land in another file too
+            raise OSError(errno.EMLINK, "a file of several names (a hard link): not written")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def _rotate(dot: int) -> None:
     """audit.jsonl -> .1 -> .2 ... (KEEP kept), under the lock, once: another writer may have rotated first."""
-    lock = os.open(LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dot)
+    lock = open_file(dot, LOCK, os.O_RDWR | os.O_CREAT)
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
@@ -151,17 +177,19 @@ def _rotate(dot: int) -> None:
 
 
 def append(dot_mam: Path, data: bytes) -> None:
-    """`data` (one line) at the end of DOT_MAM/audit.jsonl, rotated first when it has grown to ROTATE_AT."""
-    dot = _open_dot_mam(dot_mam)
+    """`data` (one line) at the end of DOT_MAM/audit.jsonl with one write(2), rotated first when it has grown to
+    ROTATE_AT."""
+    dot = open_dot_mam(dot_mam, make=True)
+    assert dot is not None
     try:
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-        fd = os.open(NAME, flags, 0o600, dir_fd=dot)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+        fd = open_file(dot, NAME, flags)
         try:
             if os.fstat(fd).st_size >= ROTATE_AT:
                 os.close(fd)
                 fd = -1
                 _rotate(dot)
-                fd = os.open(NAME, flags, 0o600, dir_fd=dot)
+                fd = open_file(dot, NAME, flags)
             written = os.write(fd, data)
             if written != len(data):
                 raise OSError(errno.EIO, f"wrote {written} of {len(data)} bytes")
@@ -246,28 +274,3 @@ def audited(action: str, agent: Callable[[Mapping[str, Any]], str | None] | None
             return doc
         return run  # type: ignore[return-value]
     return wrap
-
-
-def read(dot_mam: Path, limit: int = 4 * 1024 * 1024) -> tuple[list[dict[str, Any]], int]:
-    """The trail's lines (the rotated file first, then the current one, each at most its last `limit` bytes),
-    and how many lines were skipped: torn, foreign or not an object."""
-    from mam.util.safefile import read_regular  # start-up: only `mam audit` reads the trail
-
-    lines: list[dict[str, Any]] = []
-    skipped = 0
-    for name in (f"{NAME}.1", NAME):
-        path = dot_mam / name
-        raw = read_regular(path, path, 64 * 1024 * 1024, "operation_failed")
-        if raw is None:
-            continue
-        for text in raw[-limit:].decode("utf-8", "replace").splitlines():
-            try:
-                entry = json.loads(text)
-            except ValueError:
-                skipped += 1
-                continue
-            if isinstance(entry, dict) and isinstance(entry.get("action"), str):
-                lines.append(entry)
-            else:
-                skipped += 1
-    return lines, skipped

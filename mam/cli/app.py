@@ -167,6 +167,9 @@ _add(app, "report", hooks.report, "Record the calling agent's state, for its hoo
                                   "of $MAM_WORKSPACE; nothing outside an agent mam spawned.",
      "Record the calling agent's state (run by its hooks).")
 
+_add(app, "audit", queries.audit, "Who did what to which agent: the workspace's audit trail (.mam/audit.jsonl), "
+                                  "every spawn, stop, send, restore, forget ... from any face, with its result.",
+     "Who did what to which agent, from the audit trail (.mam/audit.jsonl).")
 _add(app, "demo", tools.demo, "Show mam at work on a private tmux server: spawn, status, drift, reconcile --apply, "
                               "restore after kill-server; then clean up.")
 _add(app, "backends", queries.backends, "Installed backends: where each comes from, its binary, its version and "

@@ -1,4 +1,5 @@
-"""The commands that ask and report: status, watch, reconcile, ls, backends, env, version. None starts a server."""
+"""The commands that ask and report: status, watch, reconcile, ls, audit, backends, env, version. None starts
+a server."""
 
 import math
 import sys
@@ -265,6 +266,31 @@ def ls(ctx: typer.Context,
     doc, outcome = ls_document(call.open(), server, host)
     emit(doc, call.json, None if call.json else render.ls_text(doc))
     return 1 if outcome.state is ServerState.UNKNOWN else 0
+
+
+def audit(ctx: typer.Context,
+          since: Annotated[str | None, typer.Option(
+              "--since", metavar="T", help="only lines since T: an age (90s, 15m, 2h, 3d) or an ISO 8601 date or "
+                                           "time (UTC unless it says)")] = None,
+          agent: Annotated[str | None, typer.Option(
+              "--agent", metavar="NAME", autocompletion=complete.agents, help="only the lines about this agent")
+          ] = None,
+          limit: Annotated[int, typer.Option(
+              "--limit", metavar="N", help="the last N lines that match (default 100; 0: all)")] = 100,
+          as_json: Json = False) -> int:
+    call = begin(ctx, as_json)
+    from mam.audit.reading import audit_document, audit_text, parse_since
+    from mam.config.workspace import open_workspace
+
+    if limit < 0:
+        raise MamError("usage", f"--limit {limit}: expected 0 (all) or more")
+    since_time = None if since is None else parse_since(since, time.time())
+    doc = audit_document(open_workspace(call.workspace).dot_mam, since_time, agent, limit)
+    if doc["skipped"]:
+        sys.stderr.write(f"mam: warning: {doc['skipped']} line(s) of the audit trail are not its own (torn or "
+                         "foreign): skipped\n")
+    emit(doc, call.json, None if call.json else audit_text(doc))
+    return 0
 
 
 def backends(ctx: typer.Context, as_json: Json = False) -> int:

@@ -16,7 +16,15 @@ from mam.registry import Row
 from mam.servers.app import App
 
 
-@audited("worktree remove")
+def _each_removed(doc: dict[str, Any]) -> list[Entry]:
+    """The audit trail's line: removed (saved first to a branch with --force), or refused as work would be lost."""
+    if doc["removed"]:
+        saved = f"; saved to {doc['saved_to']}" if doc.get("saved_to") else ""
+        return [(doc["name"], "ok", ("already gone" if doc.get("already_gone") else "removed") + saved)]
+    return [(doc["name"], "refused", "not removed: work would be lost")]
+
+
+@audited("worktree remove", each=_each_removed)
 def remove_document(app: App, name: str, server: str | None = None, host: str | None = None, *, force: bool = False,
                     delete_branch: bool = False) -> dict[str, Any]:
     """Remove NAME's worktree (and its branch, with `delete_branch`) when nothing would be lost; else the
