@@ -89,9 +89,18 @@ def acting(actor: Actor) -> Iterator[None]:
         _ACTOR.reset(token)
 
 
+def words_kept(words: list[str]) -> dict[str, Any]:
+    """A command line that may hold typed text (`mam exec -- tmux send-keys ... TEXT`): its first word that is not
+    an option (the backend's command), how many words, and a hash prefix of them all; never the words."""
+    command = next((w for w in words if not w.startswith("-")), None)
+    joined = "\0".join(words).encode("utf-8", "surrogatepass")
+    return {"command": command[:CUT] if command else None, "words": len(words),
+            "sha256": hashlib.sha256(joined).hexdigest()[:12]}
+
+
 def masked(arguments: Mapping[str, Any]) -> dict[str, Any]:
-    """The arguments as the line keeps them: typed text as its length and a hash prefix; long strings cut;
-    callables and objects left out."""
+    """The arguments as the line keeps them: typed text as its length and a hash prefix; --env values as ***;
+    long strings cut; a mapping of them kept (one level); callables and other objects left out."""
     out: dict[str, Any] = {}
     for key, value in arguments.items():
         if key in TEXT_KEYS and isinstance(value, str):
@@ -101,6 +110,8 @@ def masked(arguments: Mapping[str, Any]) -> dict[str, Any]:
             out[key] = value[:CUT] + ("..." if len(value) > CUT else "")
         elif value is None or isinstance(value, bool | int | float):
             out[key] = value
+        elif isinstance(value, dict) and all(isinstance(k, str) for k in value):  # one level: words_kept
+            out[key] = masked({k: v for k, v in value.items() if not isinstance(v, dict)})
         elif isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
             if key in ENV_KEYS:  # --env NAME; a NAME=VALUE given by mistake keeps its name only
                 value = [v.split("=", 1)[0] + "=***" if "=" in v else v for v in value]
@@ -108,21 +119,30 @@ def masked(arguments: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _cut(value: str | None, n: int) -> str | None:
+    return value if value is None or len(value) <= n else value[:n] + "..."
+
+
 def line_of(actor: Actor, action: str, agent: str | None, arguments: Mapping[str, Any], result: str,
             exit_code: int, message: str, now: float | None = None) -> bytes:
-    """One line of the trail, at most LINE_LIMIT bytes (the arguments, then the message, give way first)."""
+    """One line of the trail, at most LINE_LIMIT bytes: the arguments give way first, then every string field is
+    cut shorter (escapes of control characters take up to six bytes each)."""
     now = time.time() if now is None else now
-    entry: dict[str, Any] = {
-        "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)), "time": round(now, 3), "user": actor.user,
-        "face": actor.face, "client": actor.client, "token_id": actor.token_id, "action": action,
-        "agent": agent, "arguments": masked(arguments), "result": result, "exit": exit_code,
-        "message": message.splitlines()[0][:500] if message else ""}
-    data = (json.dumps(entry, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8", "replace")
-    if len(data) > LINE_LIMIT:
-        entry["arguments"], entry["message"] = {"cut": True}, entry["message"][:200]
-        entry["agent"] = agent[:200] if agent else agent
+    first = message.splitlines()[0] if message and message.splitlines() else ""
+    kept: dict[str, Any] = masked(arguments)
+    data = b""
+    for n in (500, 200, 40):
+        entry: dict[str, Any] = {
+            "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)), "time": round(now, 3),
+            "user": _cut(actor.user, n), "face": _cut(actor.face, n), "client": _cut(actor.client, n),
+            "token_id": _cut(actor.token_id, n), "action": _cut(action, n),
+            "agent": _cut(agent, 2 * n), "arguments": kept, "result": _cut(result, n), "exit": exit_code,
+            "message": _cut(first, n)}
         data = (json.dumps(entry, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8", "replace")
-    return data
+        if len(data) <= LINE_LIMIT:
+            return data
+        kept = {"cut": True}
+    return data  # 40 characters of 11 fields, escaped: under LINE_LIMIT whatever they hold
 
 
 def open_dot_mam(dot_mam: Path, make: bool) -> int | None:
@@ -236,13 +256,15 @@ def _failure(exc: BaseException) -> tuple[str, int, str]:
 
 def audited(action: str, agent: Callable[[Mapping[str, Any]], str | None] | None = None,
             unless: str | None = None, only_if: str | None = None,
-            each: Callable[[dict[str, Any]], list[Entry]] | None = None) -> Callable[[F], F]:
+            each: Callable[[dict[str, Any]], list[Entry]] | None = None,
+            kept: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> Callable[[F], F]:
     """Record each call of a command's document function (its first argument the App): its arguments, and ok
     with the document's message, or the error's result (refused when mam declined: MamError.refusal), exit code
     and message (then raised on). `agent` picks the agent from the bound arguments (default: `name`); `each`
     gives one line per agent from the document (a command over several agents: stop --all, restore --all,
-    forget, prune); `unless` names a flag that makes the call change nothing (dry_run), `only_if` one without
-    which it changes nothing (reconcile's apply): then no line."""
+    forget, prune); `kept` gives the arguments as the line keeps them (then `masked`); `unless` names a flag
+    that makes the call change nothing (dry_run), `only_if` one without which it changes nothing (reconcile's
+    apply): then no line."""
     def wrap(function: F) -> F:
         signature = inspect.signature(function)
 
@@ -254,6 +276,8 @@ def audited(action: str, agent: Callable[[Mapping[str, Any]], str | None] | None
             app = args[0] if args else kwargs["app"]
             who = agent(bound) if agent is not None else bound.get("name")
             arguments = {k: v for k, v in bound.items() if k not in ("app", "name")}
+            if kept is not None:
+                arguments = kept(arguments)
             try:
                 doc = function(*args, **kwargs)
             except BaseException as exc:
