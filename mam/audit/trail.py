@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from mam.util.errors import MamError
-from mam.util.safefile import open_folder
+from mam.util.safefile import leads_inside, open_folder
 
 NAME = "audit.jsonl"
 LOCK = ".audit.lock"
@@ -146,9 +146,12 @@ def line_of(actor: Actor, action: str, agent: str | None, arguments: Mapping[str
 
 
 def open_dot_mam(dot_mam: Path, make: bool) -> int | None:
-    """A descriptor of `.mam`, not followed when it is a symbolic link (refused: MamError), as the agents'
-    reports are (mam.hooks.report): a clone can carry the link, and the trail would land wherever it points.
-    Without `make`, None when there is no `.mam` (a reader never makes it)."""
+    """A descriptor of `.mam`, not followed when it is a symbolic link leading outside the workspace (refused:
+    MamError): a clone can carry the link, and the trail would land wherever it points.
+    Without `make`, None when there is no `.mam` (a reader never makes it). A link that stays inside the
+    workspace is followed, as every command follows it (mam.config.workspace.check_dot_mam)."""
+    if dot_mam.is_symlink() and leads_inside(dot_mam, dot_mam.parent):
+        dot_mam = Path(os.path.realpath(dot_mam))
     if make:
         return open_folder(dot_mam, "workspace's .mam folder")
     try:
