@@ -129,6 +129,11 @@ def line_of(actor: Actor, action: str, agent: str | None, arguments: Mapping[str
     cut shorter (escapes of control characters take up to six bytes each)."""
     now = time.time() if now is None else now
     first = message.splitlines()[0] if message and message.splitlines() else ""
+    for key in ENV_KEYS & set(arguments):  # an --env value the command's own message quotes: masked there too
+        for word in arguments[key] if isinstance(arguments[key], list | tuple) else ():
+            value = word.partition("=")[2] if isinstance(word, str) else ""
+            if value:
+                first = first.replace(value, "***")
     kept: dict[str, Any] = masked(arguments)
     data = b""
     for n in (500, 200, 40):
