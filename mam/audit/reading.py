@@ -144,7 +144,7 @@ def _result(entry: dict[str, Any]) -> str:
 
 def audit_text(doc: dict[str, Any]) -> str:
     """The table for people: TIME, WHO, FACE, ACTION, AGENT, RESULT, MESSAGE; every cell made visible."""
-    from mam.util.render import table
+    from mam.util.render import table  # start-up: only the table for people needs it, not --json
 
     if not doc["entries"]:
         return f"no audit lines match ({doc['file']})"

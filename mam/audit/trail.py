@@ -230,7 +230,7 @@ def append(dot_mam: Path, data: bytes) -> None:
 
 def record(mam_dir: Path, action: str, agent: str | None, arguments: Mapping[str, Any],
            result: str | Mapping[str, Any], exit_code: int = 0, message: str = "") -> None:
-    """Append the action's line to MAM_DIR/audit.jsonl (MAM_DIR: the workspace's `.mam`), as the current actor's.
+    """Append the action's line to `mam_dir`/audit.jsonl (the workspace's `.mam`), as the current actor's.
     `result` is ok, refused or failed (then `exit_code` and a one-line `message`), or a mapping of them:
     {"result": "failed", "exit": 1, "message": "..."}. A line that cannot be written fails nothing: it is said in
     one line on stderr."""
