@@ -32,7 +32,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("mam.servers", "mam.hooks"),  # the jobs on servers and a command's context; the agents' own hooks
     ("mam.calls",),  # how a backend's calls travel: here, or to another host over ssh
     ("mam.plugin", "mam.config", "mam.kinds"),  # the plugin machinery; workspace and settings; agent kinds
-    ("mam.registry",),  # the registry of agent sessions
+    ("mam.registry", "mam.audit"),  # the registry of agent sessions; the audit trail
     ("mam.util",),  # small helpers
 ]
 # mam/'s own top-level modules: the `mam` script's entry point and `python -m mam` run the CLI; the root package

@@ -53,18 +53,22 @@ def test_the_filter_matches_name_state_backend_server_or_host_every_word() -> No
 
 
 @pytest.mark.parametrize("width", [60, 80, 100, 120, 160, 200])
-def test_columns_fit_the_width_and_drop_in_the_stated_order(width: int) -> None:
-    shown = columns_for(width)
+@pytest.mark.parametrize("work", [False, True])
+def test_columns_fit_the_width_and_drop_in_the_stated_order(width: int, work: bool) -> None:
+    shown = columns_for(width, work)
     assert shown[0] == "name" and "state" in shown and shown[-1] == "why"
-    dropped = [c for c in COLUMNS if c not in shown]
-    assert set(dropped) == set(DROP_ORDER[:len(dropped)])  # always the first ones of the order
-    if len(dropped) < len(DROP_ORDER):
+    order = [c for c in DROP_ORDER if work or c != "work"]
+    dropped = [c for c in COLUMNS if c not in shown and (work or c != "work")]
+    assert set(dropped) == set(order[:len(dropped)])  # always the first ones of the order
+    if len(dropped) < len(order):
         assert sum(WIDTHS.get(c, 0) + 2 for c in shown) + 20 <= width
 
 
 def test_80_columns_keep_name_server_state_for_and_why() -> None:
     assert columns_for(80) == ["name", "server", "state", "for", "why"]
-    assert columns_for(160) == list(COLUMNS)
+    assert columns_for(160) == [c for c in COLUMNS if c != "work"]  # WORK only when an agent has a worktree
+    assert columns_for(160, work=True) == list(COLUMNS)
+    assert columns_for(80, work=True) == ["name", "server", "state", "for", "why"]
 
 
 def test_the_pace_slows_while_nothing_changes_and_quickens_on_a_change() -> None:

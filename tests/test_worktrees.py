@@ -410,9 +410,10 @@ def test_status_shows_each_worktrees_work(ws: Workspace, tmux: Tmux, tmp_path: P
     work = {s["name"]: s["worktree"] for s in doc["sessions"]}
     assert work["st1"]["state"] == "dirty" and work["st1"]["uncommitted"] == 2 and work["st1"]["unpushed"] == 1
     assert work["st1"]["branch"] == "mam/st1" and work["st1"]["upstream"] == "origin/mam/st1"
-    assert work["st2"]["state"] == "unknown" and work["st2"]["uncommitted"] is None
+    assert work["st1"]["ahead"] == 1  # commits since its base, a count (issue 34, 2)
+    assert work["st2"]["state"] == "unknown" and work["st2"]["uncommitted"] is None and work["st2"]["ahead"] is None
     text = ws.mam("status").stdout
-    assert "st1: worktree on mam/st1: dirty, 2 uncommitted file(s), 1 unpushed" in text
+    assert "st1: worktree on mam/st1: dirty, 2 uncommitted file(s), 1 commit(s) since its base, 1 unpushed" in text
     assert "st2: worktree on mam/st2: unknown" in text
 
 
@@ -435,3 +436,56 @@ def test_remove_finds_its_row_as_peek_and_send_do(ws: Workspace) -> None:
     unknown = ws.mam("--backend", "nope", "worktree", "remove", "nobody")
     peek = ws.mam("--backend", "nope", "peek", "nobody")
     assert unknown.returncode == peek.returncode == 3 and unknown.stderr == peek.stderr  # no such backend
+
+
+def test_top_shows_each_worktrees_branch_and_work(ws: Workspace, tmux: Tmux) -> None:
+    """Issue 34, 2: `mam top` shows the branch and the work (changed files, commits since the base) beside the
+    state; an agent without a worktree shows nothing there, and without any the column is not shown."""
+    pytest.importorskip("textual")
+    import asyncio
+
+    from test_top_tmux import until
+    from textual.widgets import DataTable
+
+    from mam.cli.topview import TopApp
+    from mam.live.actions import Actions
+    from mam.servers.app import App
+
+    make_repo(ws.root)
+    server = tmux.name()
+    assert spawn(ws, server, "tw1").returncode == 0
+    assert ws.mam("spawn", "plain", "--server", server, "--command", STAND_IN).returncode == 0
+    one = ws.root / ".mam" / "worktrees" / "tw1"
+    git(one, "commit", "-q", "--allow-empty", "-m", "work")
+    (one / "new.txt").write_text("x\n")
+    app = TopApp(Actions(App.open(str(ws.root), None, ws.env), [server]), interval=0.2)
+    seen: dict[str, str] = {}
+
+    async def scenario() -> None:
+        async with app.run_test(size=(180, 30)) as pilot:
+            table = app.query_one(DataTable)
+
+            def drawn() -> str:
+                return "\n".join(" | ".join(str(c) for c in table.get_row_at(i)) for i in range(table.row_count))
+
+            await until(pilot, lambda: "mam/tw1" in drawn())
+            seen.update({r.name: r.work for r in app.rows})
+            seen["headers"] = " ".join(str(c.label) for c in table.columns.values())
+            seen["drawn"] = drawn()
+
+    asyncio.run(scenario())
+    assert seen["tw1"] == "mam/tw1 1 changed +1" and seen["plain"] == "", seen
+    assert "WORK" in seen["headers"].split() and "mam/tw1 1 changed +1" in seen["drawn"], seen
+
+
+def test_ls_says_each_listed_agents_worktree(ws: Workspace, tmux: Tmux) -> None:
+    """Issue 34, 2: `mam ls` shows the branch and work of a listed agent's worktree, in its table and its JSON."""
+    make_repo(ws.root)
+    server = tmux.name()
+    assert spawn(ws, server, "lw1").returncode == 0
+    (ws.root / ".mam" / "worktrees" / "lw1" / "x.txt").write_text("x\n")
+    doc = ws.mam_json("ls", "--server", server)
+    assert validator("ls.json").is_valid(doc)
+    assert doc["worktrees"]["lw1"]["state"] == "dirty" and doc["worktrees"]["lw1"]["ahead"] == 0
+    text = ws.mam("ls", "--server", server).stdout
+    assert "lw1: worktree on mam/lw1: dirty, 1 uncommitted file(s), 0 commit(s) since its base, no upstream" in text

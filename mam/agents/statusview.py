@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from mam.agents.rows import ending, fresh_ends, how_it_ended, session_entry
 from mam.config.settings import timeout_from_env
 from mam.plugin.records import AGENT_STATES, AgentState, ServerOutcome, ServerState
-from mam.registry import Registry, Row
+from mam.registry import Registry, Row, RowKey
 from mam.servers.app import App
 from mam.servers.availability import resolve_explicit_backend
 from mam.servers.fanout import ServerKey, call_context, listed_order, outcomes_for
@@ -93,9 +93,11 @@ def status_document(app: App, servers: Sequence[str] = (), *, with_state: bool =
     keys = {r.server_key for r in rows} | {(app.backend_name, s, there) for s in servers
                                            if explicit is not None or not any(r.server == s for r in rows)}
     reading = with_state or bool(only_states)
-    from mam.agents.worktrees import read_states  # start-up: git only for rows that have a worktree
+    worktrees: Callable[[], Mapping[RowKey, dict[str, Any]]] = dict
+    if any(r.spec is not None and isinstance(r.spec.get("worktree"), dict) for r in rows):
+        from mam.agents.worktrees import read_states  # start-up: git's modules only for rows with a worktree
 
-    worktrees = read_states(app, rows)  # one `git status` per worktree, beside the servers' fan-out
+        worktrees = read_states(app, rows)  # one `git status` per worktree, beside the servers' fan-out
     outcomes, states = observe(app, rows, keys, reading)
     work = worktrees()
     sessions = []

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -35,6 +36,9 @@ from mam.util.safefile import leads_inside
 FOLDER = ".mam/worktrees"
 LOST_PREFIX = "mam/lost/"
 KEYS = ("path", "branch", "base", "repo")  # the strings of a spec's `worktree:`; and `made_by_mam`, a boolean
+
+
+_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # a commit id, SHA-1 or SHA-256
 
 
 def default_branch(name: str) -> str:
@@ -495,7 +499,7 @@ def refusal_text(name: str, record: Mapping[str, Any], removal: Removal) -> str:
 def unread(record: Mapping[str, Any], why: str | None) -> dict[str, Any]:
     """The state of a worktree git could not read (`why`; None: its folder is gone)."""
     return {"state": "gone" if why is None else "unknown", "branch": record.get("branch"), "uncommitted": None,
-            "unpushed": None, "upstream": None, "head": None, "moved": None, "why": why}
+            "unpushed": None, "upstream": None, "head": None, "moved": None, "ahead": None, "why": why}
 
 
 def state_of(record: Mapping[str, Any], timeout: float, env: Mapping[str, str]) -> dict[str, Any]:
@@ -519,9 +523,20 @@ def state_of(record: Mapping[str, Any], timeout: float, env: Mapping[str, str]) 
             ahead = int(entry.split(" ")[2].lstrip("+"))
         elif entry and entry[0] in "12u?":
             files += 1
+    moved = bool(base) and head != base
     return {"state": "dirty" if files else "clean", "branch": record.get("branch"), "uncommitted": files,
-            "unpushed": ahead, "upstream": upstream, "head": head, "moved": bool(base) and head != base,
-            "why": None}
+            "unpushed": ahead, "upstream": upstream, "head": head, "moved": moved,
+            "ahead": _ahead_of_base(path, base, timeout, env) if moved else (0 if base else None), "why": None}
+
+
+def _ahead_of_base(path: str, base: str, timeout: float, env: Mapping[str, str]) -> int | None:
+    """The commits on HEAD since the worktree's base (`git rev-list --count BASE..HEAD`). A second git call, made
+    only for a worktree whose HEAD moved: `git status` counts against an upstream only. None when unread."""
+    if not _SHA.fullmatch(base):  # a row's base is a commit id; anything else is not passed to git
+        return None
+    result = git(path, ["rev-list", "--count", f"{base}..HEAD", "--"], timeout=timeout, env=env, bare=False)
+    text = result.stdout.strip()
+    return int(text) if result.ok and text.isdigit() else None
 
 
 def prune_repository(repo: str, timeout: float, env: Mapping[str, str]) -> None:

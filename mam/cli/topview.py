@@ -268,7 +268,7 @@ class TopApp(App[None]):
                     self._announce(changes)
         shown = self._shown_rows()
         table = self.table
-        columns = columns_for(self.size.width)
+        columns = columns_for(self.size.width, any(r.work for r in shown))
         selected = self.selected()
         drawn = self._plain_cells(shown, columns, now)
         with self.batch_update():

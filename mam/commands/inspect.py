@@ -21,7 +21,29 @@ def ls_document(app: App, server: str, host: str | None = None) -> tuple[dict[st
     app.plugins.backend(app.backend_name)
     outcome = outcomes_for(app, {(app.backend_name, server, there)})[(app.backend_name, server, there)]
     require_binary(app, outcome.error.kind if outcome.error else None, "mam ls needs it")
-    return ({"schema": 1, "server": outcome.as_json(), "agents": [a.as_json() for a in outcome.agents]}, outcome)
+    doc: dict[str, Any] = {"schema": 1, "server": outcome.as_json(), "agents": [a.as_json() for a in outcome.agents]}
+    work = _worktrees_listed(app, server, there, {a.name for a in outcome.agents if a.name})
+    if work:
+        doc["worktrees"] = work
+    return doc, outcome
+
+
+def _worktrees_listed(app: App, server: str, host: str, names: set[str]) -> dict[str, dict[str, Any]]:
+    """The work of the worktrees of the registered agents this listing shows (as `mam status` reads it: one git
+    call each, in parallel); none when the registry cannot be read, which `ls` does not need."""
+    try:
+        reg = app.load_registry()
+    except MamError:
+        return {}
+    rows = [r for r in reg.rows if r.backend == app.backend_name and r.server == server
+            and (r.host or "") == host and r.name in names
+            and r.spec is not None and isinstance(r.spec.get("worktree"), dict)]
+    if not rows:
+        return {}
+    from mam.agents.worktrees import read_states  # start-up: git only when a listed agent has a worktree
+
+    found = read_states(app, rows)()
+    return {r.name: found[r.key] for r in rows if r.key in found}
 
 
 def bootstrap_document(app: App, server: str, host: str | None = None) -> dict[str, Any]:

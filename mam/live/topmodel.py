@@ -14,7 +14,7 @@ from typing import Any
 
 from mam.agents.remains import current_end, end_of
 from mam.registry import ACTIVE_STATUSES
-from mam.util.render import why
+from mam.util.render import why, work_brief
 
 # The order of the rows: the agents that need a person first, then the finished ones, then the rest.
 FIRST_STATES = ("blocked", "done")
@@ -24,12 +24,13 @@ FIRST_STATES = ("blocked", "done")
 # then where the state came from,
 # the host, the backend, how long the agent has been in its state, and its server; name, state and why always
 # stay. At 80 columns: NAME SERVER STATE FOR WHY.
-COLUMNS = ("name", "backend", "server", "host", "state", "source", "age", "for", "why")
-DROP_ORDER = ("age", "source", "host", "backend", "for", "server")
-WIDTHS = {"name": 17, "backend": 8, "server": 17, "host": 11, "state": 8, "source": 7, "age": 5, "for": 5}
+COLUMNS = ("name", "backend", "server", "host", "state", "source", "age", "for", "work", "why")
+DROP_ORDER = ("age", "source", "work", "host", "backend", "for", "server")
+WIDTHS = {"name": 17, "backend": 8, "server": 17, "host": 11, "state": 8, "source": 7, "age": 5, "for": 5,
+          "work": 28}
 MIN_WHY = 20  # the room the reason keeps before another column is dropped
 HEADERS = {"name": "NAME", "backend": "BACKEND", "server": "SERVER", "host": "HOST", "state": "STATE",
-           "source": "SOURCE", "age": "AGE", "for": "FOR", "why": "WHY"}
+           "source": "SOURCE", "age": "AGE", "for": "FOR", "work": "WORK", "why": "WHY"}
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,7 @@ class TopRow:
     said_at: float | None = None
     evidence: Mapping[str, Any] | None = field(default=None, compare=False, hash=False)
     ended: bool = False  # stopped, finished or failed: shown in a group of its own below the live ones
+    work: str = ""  # its worktree's branch and work (render.work_brief); "" for an agent without one
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -62,7 +64,7 @@ class TopRow:
     def cells(self, now: float) -> dict[str, str]:
         return {"name": self.name, "backend": self.backend, "server": self.server, "host": self.host or "local",
                 "state": self.state, "source": self.source, "age": ago(self.said_at, now),
-                "for": ago(self.since, now), "why": self.why}
+                "for": ago(self.since, now), "work": self.work, "why": self.why}
 
 
 @dataclass(frozen=True)
@@ -190,13 +192,15 @@ def question(line: str, screen: Sequence[str], around: int = 3) -> list[str]:
             for i in range(max(0, at - around), min(len(screen), at + around + 1))]
 
 
-def columns_for(width: int) -> list[str]:
-    """The columns that fit `width` cells, dropping them in DROP_ORDER until the reason keeps MIN_WHY."""
-    shown = list(COLUMNS)
+def columns_for(width: int, work: bool = False) -> list[str]:
+    """The columns that fit `width` cells, dropping them in DROP_ORDER until the reason keeps MIN_WHY. WORK only
+    when some agent has a worktree (`work`)."""
+    shown = [c for c in COLUMNS if work or c != "work"]
     for column in DROP_ORDER:
         if sum(WIDTHS.get(c, 0) + 2 for c in shown) + MIN_WHY <= width:
             break
-        shown.remove(column)
+        if column in shown:
+            shown.remove(column)
     return shown
 
 
@@ -374,7 +378,7 @@ class Poller:
                 shown.append(TopRow(last.name, last.backend, last.server, last.host, last.status, "unknown",
                                     last.state, last.source, f"{last.state}, last seen {ago(last.read_at, now)} ago"
                                     f" ({note})", last.read_at, last.since, stale=True, said_at=last.said_at,
-                                    evidence=last.evidence))
+                                    evidence=last.evidence, work=last.work))
                 continue
             if group in hung or entry is None:
                 seen = asked[group].up.get((key[0], key[1])) if group in asked else None
@@ -393,7 +397,8 @@ class Poller:
             said = (answered - float(age)) if answered is not None and isinstance(age, int | float) else None
             fresh = TopRow(key[3], key[0], key[1], key[2], str(entry.get("status") or ""), entry["live"], state,
                            entry.get("state_source") or "none", reason, answered,
-                           self._since_of(key, state, answered or now), said_at=said, evidence=entry.get("evidence"))
+                           self._since_of(key, state, answered or now), said_at=said, evidence=entry.get("evidence"),
+                           work=work_brief(entry["worktree"]) if entry.get("worktree") else "")
             if entry["live"] != "unknown" and state != "unknown":
                 known[key] = fresh
             shown.append(fresh)

@@ -257,8 +257,23 @@ def work_text(state: dict[str, Any]) -> str:
     """The state of a worktree's work in words (mam status, mam worktree list): unread is never clean."""
     if state.get("state") in ("clean", "dirty"):
         pushed = "no upstream" if state.get("upstream") is None else f"{state.get('unpushed')} unpushed"
-        return f"{state['state']}, {state.get('uncommitted')} uncommitted file(s), {pushed}"
+        ahead = state.get("ahead")
+        since = f", {ahead} commit(s) since its base" if isinstance(ahead, int) else ""
+        return f"{state['state']}, {state.get('uncommitted')} uncommitted file(s){since}, {pushed}"
     return str(state.get("state")) + (f" ({state['why']})" if state.get("why") else "")
+
+
+def work_brief(state: dict[str, Any]) -> str:
+    """The same for a column (mam top's WORK): `mam/x 2 changed +3 1 unpushed`; unread is never clean."""
+    branch = str(state.get("branch") or "?")
+    if state.get("state") not in ("clean", "dirty"):
+        return f"{branch} {state.get('state')}"
+    parts = [branch, f"{state.get('uncommitted')} changed" if state.get("uncommitted") else "clean"]
+    if isinstance(state.get("ahead"), int) and state["ahead"]:
+        parts.append(f"+{state['ahead']}")
+    if state.get("upstream") is not None and state.get("unpushed"):
+        parts.append(f"{state['unpushed']} unpushed")
+    return " ".join(parts)
 
 
 def status_text(doc: dict[str, Any], servers: Sequence[str] = (), host: str | None = None) -> str:
@@ -433,7 +448,12 @@ def ls_text(doc: dict[str, Any]) -> str:
     if not doc["agents"]:
         return head
     rows = [(a["name"], a["agent"], a["state"], a["pane_id"], a["cwd"]) for a in doc["agents"]]
-    return head + "\n\n" + table(("NAME", "AGENT", "STATE", "PANE", "CWD"), rows)
+    text = head + "\n\n" + table(("NAME", "AGENT", "STATE", "PANE", "CWD"), rows)
+    worked = doc.get("worktrees") or {}
+    if worked:  # below the table, as mam status says them
+        text += "\n" + "".join(visible(f"\n{name}: worktree on {w.get('branch')}: {work_text(w)}")
+                               for name, w in worked.items())
+    return text
 
 
 def backends_text(doc: dict[str, Any]) -> str:
