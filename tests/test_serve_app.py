@@ -23,7 +23,7 @@ from test_schemas import validator
 
 from mam.live.actions import Actions
 from mam.servers.app import App
-from mam.web.guard import MAX_BODY, MAX_FAILURES, Bind, Guard
+from mam.web.guard import MAX_BODY, MAX_FAILURES, Bind, Guard, token_id
 from mam.web.openapi import document
 from mam.web.routes import Serve, make
 
@@ -249,6 +249,12 @@ def test_a_token_is_asked_of_every_route_and_failures_lock(ws: Workspace, tmux: 
         assert client.get("/api/fleet", headers=bearer).status_code == 429
     until(lambda: "got: by page" in screen(tmux, one, "idler"))
     assert "got: by api" in screen(tmux, one, "idler") and "got: by page" in screen(tmux, one, "idler")
+    # Each action in the audit trail as serve's, from the client's address, with the token's id, never the token.
+    trail = (ws.root / ".mam" / "audit.jsonl").read_text()
+    assert TOKEN not in trail
+    sends = [json.loads(line) for line in trail.splitlines() if json.loads(line)["action"] == "send"]
+    assert [(e["face"], e["client"], e["token_id"], e["result"]) for e in sends] == \
+        [("serve", "testclient", token_id(TOKEN), "ok")] * 2, sends
 
 
 def test_read_only_serves_views_and_no_action(ws: Workspace, tmux: Tmux) -> None:

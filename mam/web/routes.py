@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import getpass
 import hmac
 import json
-import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -24,6 +22,7 @@ from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from mam import audit
 from mam.agents.peeking import peek_document
 from mam.agents.statusview import parse_state_filter, status_document
 from mam.commands.interact import send_document
@@ -181,8 +180,10 @@ def may_change(request: Request, serve: Serve, caller: Caller) -> Response | Non
 
 
 def acting(serve: Serve, caller: Caller) -> AbstractContextManager[None]:
-    """AUDIT: the one place an action is attributed (mam.audit's `acting(Actor(...))` goes here)."""
-    return contextlib.nullcontext()
+    """The one place an action is attributed: what the command records in .mam/audit.jsonl is this face's, this
+    user's, from this client address, with the token's id (a hash prefix, never the token)."""
+    return audit.acting(audit.Actor(face="serve", user=serve.user, client=caller.client,
+                                    token_id=serve.guard.token_id if caller.how != "open" else None))
 
 
 def build(serve: Serve) -> Starlette:
@@ -446,9 +447,5 @@ def make(actions: Actions, guard: Guard, interval: float = 1.0, max_streams: int
 
     hub = Hub(actions, interval, max_streams, Observer(metrics.snapshot, metrics.polled))
     metrics.streams.set_function(lambda: hub.clients)
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):
-        user = str(os.getuid())
-    serve = Serve(guard, hub, actions, metrics, user)
+    serve = Serve(guard, hub, actions, metrics, audit.os_user())
     return build(serve), serve
