@@ -86,3 +86,28 @@ def test_agent_names_in_a_path() -> None:
     assert name_ok("fixer") and name_ok("a.b-c_d")
     for bad in ("", ".", "..", "a/b", "a\\b", "a\x1bb", "a\nb", "a\x7fb", "x" * 201):
         assert not name_ok(bad), bad
+
+
+def test_metrics_count_time_in_states_and_blocked_to_answered() -> None:
+    from mam.live.topmodel import ServerLine, TopRow
+    from mam.web.metrics import Metrics
+
+    def row(state: str, name: str = "a1", ended: bool = False) -> TopRow:
+        return TopRow(name, "tmux", "s1", "", "running", "alive", state, "screen", "", ended=ended)
+
+    metrics = Metrics()
+    metrics.snapshot([row("working")], [], 100.0)
+    metrics.snapshot([row("blocked")], [], 110.0)
+    metrics.snapshot([row("blocked")], [ServerLine("tmux", "s2", "", "down", "gone", None)], 130.0)
+    metrics.snapshot([row("working"), row("finished", "a2", ended=True)], [], 175.0)
+    text = metrics.text().decode()
+    assert 'mam_agent_state_seconds_total{state="working"} 10.0' in text
+    assert 'mam_agent_state_seconds_total{state="blocked"} 65.0' in text
+    assert "mam_blocked_to_answered_seconds_count 1.0" in text and "mam_blocked_to_answered_seconds_sum 65.0" in text
+    assert 'mam_agents{backend="tmux",host="local",server="s1",state="working"} 1.0' in text
+    assert 'mam_agents{backend="tmux",host="local",server="s1",state="finished"} 1.0' in text
+    assert 'state="blocked"} 1.0' not in text.split("mam_agents{", 1)[1].split("# HELP", 1)[0]  # the gone label
+    assert 'mam_servers{state="up"} 1.0' in text and 'mam_servers{state="down"} 0.0' in text
+    metrics.restored({"agents": [{"outcome": "restored"}, {"outcome": "skipped", "reason": "crash_loop"}]})
+    text = metrics.text().decode()
+    assert "mam_restores_total 1.0" in text and "mam_crash_loops_total 1.0" in text

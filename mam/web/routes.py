@@ -267,9 +267,9 @@ def build(serve: Serve) -> Starlette:
         q = request.query_params
         try:
             only = parse_state_filter(q.getlist("state"))
-            doc = await run_in_threadpool(status_document, serve.actions.app, q.getlist("server"),
-                                          with_state=True, only_states=only, host=q.get("host"),
-                                          registry=serve.actions.registry())
+            doc = await run_in_threadpool(lambda: status_document(
+                serve.actions.app, q.getlist("server"), with_state=True, only_states=only, host=q.get("host"),
+                registry=serve.actions.registry()))  # the registry read off the event loop, shared with the poller
         except MamError as exc:
             return from_error(exc)
         return JSONResponse(doc)
