@@ -140,7 +140,7 @@ function fill(tr, r) {
   tr.dataset.state = r.state;
   const name = el("th", { scope: "row", class: "name", "data-label": "Name" }, el("span", { text: r.name }));
   if (r.work) name.append(el("span", { class: "work", text: r.work }));
-  const state = el("span", { class: `badge ${r.state}`, text: ended(r) && r.end !== r.state ? `${r.state} (${r.end})` : r.state });
+  const state = el("span", { class: `badge ${r.state}`, text: ended(r) && r.status ? r.status : r.state });
   if (r.stale) state.title = "its server did not answer this time: the last state known";
   const age = cell("Age", "age", ago(r.said_at, now()));
   age.dataset.then = r.said_at ?? "";
@@ -268,16 +268,17 @@ function connect() {
 // ---- the verbs ----
 
 // The question of a blocked agent as `mam top` shows it (topmodel.question): its evidence line and the lines
-// either side of its last appearance on the screen, the line itself marked ">".
-function question(line, screen, around = 3) {
+// around its last appearance on the screen, the line itself marked ">". More lines before it than top shows:
+// the evidence is often the menu's last line ("Press enter to confirm"), the question itself well above it.
+function question(line, screen, before = 10, after = 3) {
   const wanted = (line || "").trim();
   let at = -1;
   for (let i = screen.length - 1; i >= 0; i--) if (wanted && screen[i].includes(wanted)) { at = i; break; }
   if (at < 0) {
-    return wanted ? [`> ${line}`] : screen.slice(-2 * around - 1).filter((t) => t.trim()).map((t) => `  ${t}`);
+    return wanted ? [`> ${line}`] : screen.slice(-before - 1).filter((t) => t.trim()).map((t) => `  ${t}`);
   }
   const out = [];
-  for (let i = Math.max(0, at - around); i < Math.min(screen.length, at + around + 1); i++) {
+  for (let i = Math.max(0, at - before); i < Math.min(screen.length, at + after + 1); i++) {
     out.push((i === at ? "> " : "  ") + screen[i]);
   }
   return out;
