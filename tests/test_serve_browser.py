@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -103,6 +104,8 @@ def served(ws: Workspace, tmp_path: Path, *flags: str) -> Iterator[str]:
         try:
             with direct.open(url + "api/session", timeout=5) as response:
                 return bool(response.status == 200)
+        except urllib.error.HTTPError:  # it answers: 401 when a token is asked
+            return True
         except OSError:
             return False
 
@@ -259,7 +262,8 @@ def test_read_only_page_has_no_action(ws: Workspace, tmux: Tmux, tmp_path: Path)
         # The views only: peek is there, nothing that changes an agent is, for any agent.
         expect(page.get_by_role("button", name="Peek zasker")).to_be_visible()
         buttons: list[str] = page.eval_on_selector_all(
-            "button", "bs => bs.filter(b => b.offsetParent !== null).map(b => b.getAttribute('aria-label') || b.textContent)")
+            "button", "bs => bs.filter(b => b.offsetParent !== null)"
+                      ".map(b => b.getAttribute('aria-label') || b.textContent)")
         assert buttons and all(label.startswith("Peek ") for label in buttons), buttons
         assert page.locator("input:visible, textarea:visible, form:visible").count() == 0
         # And the server refuses what the page does not offer: the agent still blocked, nothing typed.
@@ -304,6 +308,33 @@ def test_phone_shows_one_column(ws: Workspace, tmux: Tmux, tmp_path: Path) -> No
         expect(page.get_by_role("button", name="Answer zasker")).to_be_in_viewport()
         page.screenshot(path=str(shots(tmp_path) / "serve-390x844.png"))
         assert errors == [], errors
+
+
+@browser_test
+@pytest.mark.slow
+@pytest.mark.tmux
+def test_login_page_asks_for_the_token(ws: Workspace, tmux: Tmux, tmp_path: Path) -> None:
+    spawn(ws, "zasker", tmux.name(), "codex", "codex", "blocked")
+    token_file = tmp_path / "token"  # beside the workspace, never inside it
+    with served(ws, tmp_path, "--token-file", str(token_file)) as url, chromium() as browser:
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        errors = watch_errors(page)
+        page.goto(url)
+        expect(page).to_have_url(re.compile(r"/login$"))
+        page.get_by_label("Token").fill("not-the-token-at-all")
+        page.get_by_role("button", name="Log in").click()
+        expect(page.get_by_role("alert")).to_contain_text("Wrong token")
+        page.get_by_label("Token").fill(token_file.read_text().strip())
+        page.get_by_role("button", name="Log in").click()
+        page.wait_for_function("() => { const r = document.querySelector('#live tr.agent');"
+                               " return r && r.dataset.name === 'zasker'; }", timeout=WAIT)
+        expect(page.locator("#link")).to_have_text("live", timeout=WAIT)
+        page.get_by_role("button", name="Log out").click()
+        expect(page).to_have_url(re.compile(r"/login$"))
+        page.goto(url)
+        expect(page).to_have_url(re.compile(r"/login$"))  # the session ended with the logout
+        # The failed login's 401s are the test's own doing; nothing else may fail.
+        assert [e for e in errors if not e.startswith(("401 ", "303 "))] == [], errors
 
 
 def test_page_has_no_inline_script_or_style() -> None:

@@ -372,6 +372,17 @@ async function restore(r) {
   }
 }
 
+// By script, as every POST of the page: a plain form's POST says `Origin: null` under `Referrer-Policy:
+// no-referrer`, which the server refuses as cross-origin.
+async function logOut(event) {
+  event.preventDefault();
+  try {
+    await fetch("/logout", { method: "POST", credentials: "same-origin", headers: { "X-CSRF-Token": session.csrf || "" } });
+  } finally {
+    location.assign("/login");
+  }
+}
+
 // ---- start ----
 
 async function start() {
@@ -389,6 +400,7 @@ async function start() {
   document.body.classList.toggle("read-only", !!session.read_only);
   $("who").textContent = [session.user, session.read_only ? "read-only" : ""].filter(Boolean).join(" · ");
   $("logout").hidden = !session.token_required;
+  $("logout").addEventListener("submit", logOut);
   try { apply(await getJSON("/api/fleet")); } catch (err) { say(err.message, true); }
   connect();
   setInterval(tick, 1000);
