@@ -178,7 +178,7 @@ def fleet(ws: Workspace, tmux: Tmux) -> tuple[str, str]:
 @pytest.mark.slow
 @pytest.mark.tmux
 def test_page_shows_the_blocked_agent_first_and_answers_it(ws: Workspace, tmux: Tmux, tmp_path: Path) -> None:
-    one, _ = fleet(ws, tmux)
+    one, two = fleet(ws, tmux)
     with served(ws, tmp_path) as url, chromium() as browser:
         page = browser.new_page(viewport={"width": 1280, "height": 800})
         errors = watch_errors(page)
@@ -222,8 +222,9 @@ def test_page_shows_the_blocked_agent_first_and_answers_it(ws: Workspace, tmux: 
         expect(page.locator("#ask-question")).to_contain_text("Would you like to run the following command?",
                                                               timeout=WAIT)
         expect(page.locator("#ask-question")).to_contain_text("> " + "  Press enter to confirm")
+        page.screenshot(path=str(tmp_path / "serve-answer.png"))  # to look at when this fails
         page.get_by_role("textbox", name="Your answer").fill("1")
-        page.locator("#ask-ok").click()
+        page.get_by_role("textbox", name="Your answer").press("Enter")
         expect(page.locator("#ask")).not_to_be_visible(timeout=WAIT)
         expect(page.locator("#said")).to_contain_text("answered zasker")
         assert until(lambda: "got: 1" in screen(tmux, one, "zasker"), 30), screen(tmux, one, "zasker")
@@ -243,6 +244,20 @@ def test_page_shows_the_blocked_agent_first_and_answers_it(ws: Workspace, tmux: 
         expect(page.locator("#said")).to_contain_text("stopped worker", timeout=WAIT)
         page.wait_for_function("() => [...document.querySelectorAll('#ended tr.agent')]"
                                ".some(t => t.dataset.name === 'worker')", timeout=WAIT)
+
+        # What an agent shows is text, never markup: a line of HTML typed into one comes back as that text.
+        dialogs: list[str] = []
+        page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        hostile = "<img src=x onerror=alert(1)><script>alert(2)</script>"
+        page.get_by_role("button", name="Send idler").click()
+        page.get_by_role("textbox", name="Prompt").fill(hostile)
+        page.get_by_role("textbox", name="Prompt").press("Enter")
+        expect(page.locator("#said")).to_contain_text("sent to idler", timeout=WAIT)
+        assert until(lambda: "got: <img src=x" in screen(tmux, two, "idler"), 30), screen(tmux, two, "idler")
+        page.get_by_role("button", name="Peek idler").click()
+        expect(page.locator("#peek-text")).to_contain_text("got: " + hostile, timeout=WAIT)
+        assert page.locator("img, #peek-text script, #peek-text *").count() == 0
+        assert dialogs == []
         assert errors == [], errors
 
 

@@ -323,8 +323,8 @@ async function openAsk(r, answer) {
 }
 
 async function submitAsk(e) {
-  if (!e.submitter || e.submitter.value !== "ok" || !asking) return; // Cancel closes the dialog as it is
   e.preventDefault();
+  if (!asking) return;
   const { row, answer } = asking;
   const text = $("ask-text").value;
   const ok = $("ask-ok");
@@ -387,6 +387,8 @@ async function logOut(event) {
 
 async function start() {
   $("ask-form").addEventListener("submit", submitAsk);
+  // Not a submit button: Enter in the field submits with the form's first one, which must be the Send.
+  $("ask-cancel").addEventListener("click", () => $("ask").close("cancel"));
   $("confirm").addEventListener("close", closedStop);
   $("peek-again").addEventListener("click", () => peeking && openPeek(peeking));
   $("peek").addEventListener("close", () => { peeking = null; });
