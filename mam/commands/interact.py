@@ -14,6 +14,7 @@ from typing import Any
 
 from mam.agents.rows import agent_row, listed_agent, not_running, session_entry
 from mam.agents.statusview import add_ends, add_state, observe, parse_state_filter
+from mam.audit.trail import audited
 from mam.calls.route import remote_route
 from mam.plugin.records import AGENT_STATES, Agent, ErrorKind, ServerOutcome, ServerState
 from mam.registry import Row
@@ -90,6 +91,7 @@ def check_confirm(confirm: float | None) -> None:
         raise MamError("usage", f"--confirm {confirm:g}: expected seconds, more than 0 and at most 3600")
 
 
+@audited("send")
 def send_document(app: App, name: str, text: str, enter: bool, server: str | None = None,
                   host: str | None = None, answer: bool = False, confirm: float | None = None) -> dict[str, Any]:
     """Type `text` (and Enter) into agent `name`'s pane. Its state is read first: a prompt to a `blocked` agent

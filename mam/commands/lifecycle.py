@@ -26,6 +26,7 @@ from mam.agents.launch import (
     write_change,
 )
 from mam.agents.rows import rows_named, rows_on, session_entry
+from mam.audit.trail import audited
 from mam.calls import runner  # runner.run looked up at each call: the test kit's fake runner stands in
 from mam.calls.route import remote_route
 from mam.kinds.library import agent_programs
@@ -227,6 +228,7 @@ def remote_directory(app: App, cwd: str | None, host: str) -> Path:
     return Path(cwd)
 
 
+@audited("spawn")
 def spawn_document(app: App, name: str, *, agent: str | None, server: str | None, cwd: str | None,
                    command: str | None, args: list[str], env_names: list[str] | None = None,
                    progress: bool = False, host: str | None = None, trust_spec: bool = False,
@@ -375,6 +377,7 @@ def _signed_worktree(app: App, row: Row | None) -> dict[str, Any] | None:
     return row.spec["worktree"] if signature_of(app, row) == "signed" else None
 
 
+@audited("stop")
 def stop_document(app: App, name: str, server: str | None, *, force: bool = False,
                   progress: bool = False, host: str | None = None) -> dict[str, Any]:
     """Close `name` and mark its row. A name with no row here is refused unless `force`, which asks the
@@ -446,6 +449,7 @@ def stop_targets(app: App, server: str | None = None, host: str | None = None) -
     return [row for row in rows_on(app, app.load_registry(), server, checked_host(host)) if row.active]
 
 
+@audited("stop", agent=lambda bound: ",".join(r.name for r in bound["rows"]) or None)
 def stop_all_document(app: App, rows: list[Row], progress: bool = False) -> dict[str, Any]:
     """Close each of `rows` (stop_targets) as `mam stop NAME` closes one, and mark it. One that fails is told
     in its entry and the others are still stopped; one whose pane or session mam did not make is `left`."""

@@ -12,6 +12,7 @@ from typing import Any
 from mam import registry
 from mam.agents import inflight
 from mam.agents.rows import live_agent, snapshot, unchanged_rows
+from mam.audit.trail import audited
 from mam.plugin.records import Agent, ServerOutcome, ServerState
 from mam.registry import Row, RowKey
 from mam.servers.app import App
@@ -180,6 +181,7 @@ def make_change(drifts: list[Drift], written: list[Drift], key: bytes | None = N
     return change
 
 
+@audited("reconcile", agent=lambda bound: None, only_if="apply")
 def reconcile_document(app: App, apply: bool = False, adopt: bool = False, restore: bool = False) -> dict[str, Any]:
     """`restore`: after the fixes are on disk, `mam restore --all` (its agents and counts go under `restore`)."""
     explicit = resolve_explicit_backend(app)

@@ -10,11 +10,13 @@ from typing import Any
 
 from mam.agents import worktrees
 from mam.agents.rows import agent_row, rows_on, snapshot, unchanged_rows
+from mam.audit.trail import audited
 from mam.calls.route import remote_route
 from mam.registry import Row
 from mam.servers.app import App
 
 
+@audited("worktree remove")
 def remove_document(app: App, name: str, server: str | None = None, host: str | None = None, *, force: bool = False,
                     delete_branch: bool = False) -> dict[str, Any]:
     """Remove NAME's worktree (and its branch, with `delete_branch`) when nothing would be lost; else the
@@ -40,6 +42,7 @@ def list_document(app: App) -> dict[str, Any]:
     return {"schema": 1, "worktrees": entries}
 
 
+@audited("worktree prune", agent=lambda bound: None, unless="dry_run")
 def prune_document(app: App, dry_run: bool = False) -> dict[str, Any]:
     """Drop the worktree records of rows whose folder is gone (git's own record too: `git worktree prune`),
     re-signing the spec mam signed; a row whose spec is not signed is left as it is."""

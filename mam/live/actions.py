@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from mam.live.topmodel import Group, TopRow
@@ -19,6 +20,22 @@ if TYPE_CHECKING:
 PEEK_LINES = 40
 # A row's fields that say how and when its agent ended (mam.agents.remains.end_of), besides its exit and lines.
 END_FIELDS = ("ended_at", "stopped_at", "stop_requested_at", "restored_at", "spawn_failed")
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def as_top(action: F) -> F:
+    """An action of the view, recorded in the audit trail as `mam top`'s (face top) whatever thread runs it."""
+    import functools
+
+    @functools.wraps(action)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        from mam.audit.trail import Actor, acting, os_user
+
+        with acting(Actor("top", os_user())):
+            return action(*args, **kwargs)
+    return run  # type: ignore[return-value]
 
 
 class Actions:
@@ -72,6 +89,7 @@ class Actions:
                 self._read = (signature, self.app.load_registry())
             return self._read[1]
 
+    @as_top
     def spawn(self, text: str) -> str:
         """`n`: `mam spawn` with the words typed (NAME and its options, as on the command line), through its own
         code: the same checks and refusals. The directory is the workspace root unless --cwd says; the server
@@ -86,11 +104,13 @@ class Actions:
         s = doc["session"]
         return f"{s['name']} is {s['status']} on {s['backend']} server {s['server']} (cwd {s['cwd']})"
 
+    @as_top
     def send(self, row: TopRow, text: str) -> str:
         from mam.commands.interact import send_document
 
         return str(send_document(self.app, row.name, text, True, row.server, row.host or "local")["message"])
 
+    @as_top
     def answer(self, row: TopRow, text: str) -> str:
         """`mam send NAME --answer TEXT --enter`: sent only while the agent is blocked (send refuses otherwise)."""
         from mam.commands.interact import send_document
@@ -98,12 +118,14 @@ class Actions:
         return str(send_document(self.app, row.name, text, True, row.server, row.host or "local",
                                  answer=True)["message"])
 
+    @as_top
     def stop(self, row: TopRow) -> str:
         from mam.commands.lifecycle import stop_document
 
         doc = stop_document(self.app, row.name, row.server, host=row.host or "local")
         return f"{doc['name']}: {doc['status']} ({doc['message']})"
 
+    @as_top
     def restore(self, row: TopRow) -> str:
         from mam.commands.restore import restore_document
 

@@ -5,6 +5,7 @@ queue of its own: a client that does not read loses its oldest events, never the
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -13,7 +14,7 @@ from typing import Any
 
 from mam.live.actions import Actions
 from mam.live.changes import Changes
-from mam.live.topmodel import Group, Pacer, Poller, ServerLine, TopRow, as_sessions, fingerprint
+from mam.live.topmodel import Group, Pacer, Poller, ServerLine, TopRow, ago, as_sessions, fingerprint
 from mam.util.errors import MamError
 
 TICK = 0.2  # seconds between looks at the poller
@@ -23,8 +24,6 @@ QUEUE = 64  # events a slow client may have waiting
 def row_document(row: TopRow, now: float) -> dict[str, Any]:
     """One row as the page shows it (the columns of `mam top`), with its ages in seconds and as `mam top` says
     them."""
-    from mam.live.topmodel import ago
-
     return {"name": row.name, "backend": row.backend, "server": row.server, "host": row.host or None,
             "status": row.status, "live": row.live, "state": row.state, "source": row.source, "why": row.why,
             "since": row.since, "for": ago(row.since, now), "said_at": row.said_at, "age": ago(row.said_at, now),
@@ -128,8 +127,6 @@ class Hub:
         doc = fleet_document(rows, lines, now)
         changes = self.changes.step(as_sessions(rows), now, new_is_change=False)
         self.observer.snapshot(rows, lines, now)
-        import json
-
         same = {k: v for k, v in doc.items() if k != "at"} == {k: v for k, v in self.fleet.items() if k != "at"}
         self.fleet = doc
         events = [] if same else [("fleet", json.dumps(doc, separators=(",", ":")))]
@@ -148,8 +145,6 @@ class Hub:
 
     def join(self) -> _Client | None:
         """A new client's queue, the current fleet first in it; None past `max_clients`."""
-        import json
-
         with self._lock:
             if len(self._clients) >= self.max_clients:
                 return None

@@ -31,6 +31,7 @@ class Metrics:
                               buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
         self.restores = Counter("mam_restores", "Agents restored by mam serve", registry=r)
         self.crash_loops = Counter("mam_crash_loops", "Restores held back by a crash loop (mam serve)", registry=r)
+        self.streams = Gauge("mam_serve_event_streams", "Event-stream clients connected now", registry=r)
         self._lock = threading.Lock()
         self._last: dict[tuple[str, str, str, str], tuple[str, float]] = {}  # agent -> (state, seen at)
         self._blocked: dict[tuple[str, str, str, str], float] = {}  # agent -> when it became blocked

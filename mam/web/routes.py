@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import getpass
 import hmac
 import json
-import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -24,14 +22,22 @@ from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from mam import audit
+from mam.agents.peeking import peek_document
+from mam.agents.statusview import parse_state_filter, status_document
+from mam.commands.interact import send_document
+from mam.commands.lifecycle import stop_document
+from mam.commands.restore import restore_document
 from mam.live.actions import Actions
 from mam.util.errors import EXIT_BAD_INPUT, MamError
 from mam.web.guard import MAX_BODY, Guard, Session, name_ok
-from mam.web.hub import Hub
+from mam.web.hub import Hub, Observer
 from mam.web.metrics import CONTENT_TYPE, Metrics
+from mam.web.openapi import document
 
 STATIC = Path(__file__).parent / "static"
 COOKIE = "mam_session"
+BODY_SECONDS = 10.0  # a request's body arrives within this, else 408
 HEARTBEAT = 15.0  # seconds between the event stream's comments, which keep proxies and the browser's link open
 SECURITY_HEADERS = [
     (b"content-security-policy", b"default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; "
@@ -103,14 +109,21 @@ class Shield:
         await self.app(scope, receive, secured)
 
 
-async def read_body(request: Request) -> bytes | None:
-    """The body, or None past MAX_BODY (a chunked body declares no length)."""
-    body = b""
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > MAX_BODY:
-            return None
-    return body
+async def read_body(request: Request) -> bytes | Response:
+    """The body; a refusal past MAX_BODY (a chunked body declares no length) or when it takes over BODY_SECONDS."""
+    async def read() -> bytes | None:
+        body = b""
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > MAX_BODY:
+                return None
+        return body
+
+    try:
+        body = await asyncio.wait_for(read(), BODY_SECONDS)
+    except TimeoutError:
+        return problem(408, f"the request's body took over {BODY_SECONDS:g} s")
+    return problem(413, f"a request body is at most {MAX_BODY} bytes") if body is None else body
 
 
 @dataclass
@@ -167,8 +180,10 @@ def may_change(request: Request, serve: Serve, caller: Caller) -> Response | Non
 
 
 def acting(serve: Serve, caller: Caller) -> AbstractContextManager[None]:
-    """AUDIT: the one place an action is attributed (mam.audit's `acting(Actor(...))` goes here)."""
-    return contextlib.nullcontext()
+    """The one place an action is attributed: what the command records in .mam/audit.jsonl is this face's, this
+    user's, from this client address, with the token's id (a hash prefix, never the token)."""
+    return audit.acting(audit.Actor(face="serve", user=serve.user, client=caller.client,
+                                    token_id=serve.guard.token_id if caller.how != "open" else None))
 
 
 def build(serve: Serve) -> Starlette:
@@ -211,8 +226,8 @@ def build(serve: Serve) -> Starlette:
         if guard.locked(client):
             return problem(429, "too many failed logins from this address: try again later")
         body = await read_body(request)
-        if body is None:
-            return problem(413, f"a request body is at most {MAX_BODY} bytes")
+        if isinstance(body, Response):
+            return body
         given = (parse_qs(body.decode("utf-8", "replace")).get("token") or [""])[0].strip()
         html = "text/html" in request.headers.get("accept", "")
         if guard.token is not None and not guard.token_ok(given):
@@ -249,14 +264,12 @@ def build(serve: Serve) -> Starlette:
 
     @guarded
     async def status(request: Request, caller: Caller) -> Response:
-        from mam.agents.statusview import parse_state_filter, status_document
-
         q = request.query_params
         try:
             only = parse_state_filter(q.getlist("state"))
-            doc = await run_in_threadpool(status_document, serve.actions.app, q.getlist("server"),
-                                          with_state=True, only_states=only, host=q.get("host"),
-                                          registry=serve.actions.registry())
+            doc = await run_in_threadpool(lambda: status_document(
+                serve.actions.app, q.getlist("server"), with_state=True, only_states=only, host=q.get("host"),
+                registry=serve.actions.registry()))  # the registry read off the event loop, shared with the poller
         except MamError as exc:
             return from_error(exc)
         return JSONResponse(doc)
@@ -295,8 +308,6 @@ def build(serve: Serve) -> Starlette:
 
     @guarded
     async def peek(request: Request, caller: Caller) -> Response:
-        from mam.agents.peeking import peek_document
-
         found = target(request)
         if isinstance(found, Response):
             return found
@@ -321,8 +332,8 @@ def build(serve: Serve) -> Starlette:
             if isinstance(found, Response):
                 return found
             body = await read_body(request)
-            if body is None:
-                return problem(413, f"a request body is at most {MAX_BODY} bytes")
+            if isinstance(body, Response):
+                return body
             try:
                 given = json.loads(body or b"{}")
             except (ValueError, UnicodeDecodeError):
@@ -347,8 +358,6 @@ def build(serve: Serve) -> Starlette:
         return text if isinstance(text, str) else problem(400, "text: expected a string")
 
     def send(name: str, server: str | None, host: str | None, given: dict[str, Any]) -> dict[str, Any] | Response:
-        from mam.commands.interact import send_document
-
         text, enter = text_of(given), given.get("enter", False)
         if isinstance(text, Response):
             return text
@@ -357,24 +366,18 @@ def build(serve: Serve) -> Starlette:
         return send_document(serve.actions.app, name, text, enter, server, host)
 
     def answer(name: str, server: str | None, host: str | None, given: dict[str, Any]) -> dict[str, Any] | Response:
-        from mam.commands.interact import send_document
-
         text = text_of(given)
         if isinstance(text, Response):
             return text
         return send_document(serve.actions.app, name, text, True, server, host, answer=True)
 
     def stop(name: str, server: str | None, host: str | None, given: dict[str, Any]) -> dict[str, Any] | Response:
-        from mam.commands.lifecycle import stop_document
-
         if given.get("confirm") is not True:
             return problem(400, 'stopping an agent takes {"confirm": true}')
         return stop_document(serve.actions.app, name, server, host=host)
 
     def restore(name: str, server: str | None, host: str | None, given: dict[str, Any]
                 ) -> dict[str, Any] | Response:
-        from mam.commands.restore import restore_document
-
         doc = restore_document(serve.actions.app, [name], server=server, host=host)  # no --trust-spec: refused
         serve.metrics.restored(doc)
         counts = doc["counts"]
@@ -390,8 +393,6 @@ def build(serve: Serve) -> Starlette:
         return Response(serve.metrics.text(), media_type=CONTENT_TYPE)
 
     async def openapi(request: Request) -> Response:
-        from mam.web.openapi import document
-
         caller = who(request, serve)
         if isinstance(caller, Response):
             return caller
@@ -443,12 +444,8 @@ def _static_files() -> frozenset[str]:
 
 def make(actions: Actions, guard: Guard, interval: float = 1.0, max_streams: int = 100) -> tuple[Starlette, Serve]:
     metrics = Metrics()
-    from mam.web.hub import Observer
 
     hub = Hub(actions, interval, max_streams, Observer(metrics.snapshot, metrics.polled))
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):
-        user = str(os.getuid())
-    serve = Serve(guard, hub, actions, metrics, user)
+    metrics.streams.set_function(lambda: hub.clients)
+    serve = Serve(guard, hub, actions, metrics, audit.os_user())
     return build(serve), serve

@@ -7,6 +7,8 @@
 #   127  mam is not installed (stderr says how to get it)
 
 mam_script=${0##*/}
+# What these scripts do is recorded in mam's audit trail (.mam/audit.jsonl) as a skill's, not a person's.
+export MAM_FACE=skill
 
 # The backend is mam's own choice (--backend, then $MAM_BACKEND, then `backend:` in .mam/config.yaml, then
 # herdr), so a script passes --backend only when its caller gave one.
