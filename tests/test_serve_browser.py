@@ -89,10 +89,11 @@ def until(ok: Callable[[], bool], limit: float = 60) -> bool:
 
 
 @contextmanager
-def served(ws: Workspace, tmp_path: Path, *flags: str) -> Iterator[str]:
-    """A real `mam serve` on a free loopback port, its URL once it answers; ended by its pid."""
-    port = free_port()
-    log = (tmp_path / f"serve-{port}.log").open("w")
+def served(ws: Workspace, tmp_path: Path, *flags: str, port: int = 0) -> Iterator[str]:
+    """A real `mam serve` on a loopback port (a free one unless given), its URL once it answers; ended by its
+    pid."""
+    port = port or free_port()
+    log = (tmp_path / f"serve-{port}.log").open("a")
     proc = subprocess.Popen([sys.executable, "-m", "mam", "serve", "--bind", f"127.0.0.1:{port}", *flags],
                             env=ws.env, cwd=ws.root, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
     url = f"http://127.0.0.1:{port}/"
@@ -350,6 +351,32 @@ def test_login_page_asks_for_the_token(ws: Workspace, tmux: Tmux, tmp_path: Path
         expect(page).to_have_url(re.compile(r"/login$"))  # the session ended with the logout
         # The failed login's 401s are the test's own doing; nothing else may fail.
         assert [e for e in errors if not e.startswith(("401 ", "303 "))] == [], errors
+
+
+@browser_test
+@pytest.mark.slow
+@pytest.mark.tmux
+def test_page_comes_back_when_the_server_does(ws: Workspace, tmux: Tmux, tmp_path: Path) -> None:
+    server = tmux.name()
+    spawn(ws, "idler", server, "gemini", "gemini", "idle")
+    port = free_port()
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        with served(ws, tmp_path, port=port) as url:
+            page.goto(url)
+            expect(page.locator("#link")).to_have_text("live", timeout=WAIT)
+            expect(page.get_by_role("button", name="Send idler")).to_be_visible(timeout=WAIT)
+        # The server gone: the page says so and keeps what it showed.
+        expect(page.locator("#link")).to_have_attribute("data-state", "down", timeout=WAIT)
+        expect(page.get_by_role("button", name="Send idler")).to_be_visible()
+        with served(ws, tmp_path, port=port):
+            # Back by itself, on the new server's session: an action works without reloading the page.
+            expect(page.locator("#link")).to_have_text("live", timeout=WAIT)
+            page.get_by_role("button", name="Send idler").click()
+            page.get_by_role("textbox", name="Prompt").fill("after the restart")
+            page.get_by_role("textbox", name="Prompt").press("Enter")
+            expect(page.locator("#said")).to_contain_text("sent to idler", timeout=WAIT)
+            assert until(lambda: "got: after the restart" in screen(tmux, server, "idler"), 30)
 
 
 def test_page_has_no_inline_script_or_style() -> None:

@@ -249,9 +249,12 @@ function link(state, text) {
 function connect() {
   if (stream) stream.close();
   stream = new EventSource("/api/events");
-  stream.addEventListener("open", () => {
+  stream.addEventListener("open", async () => {
+    // A server started again has forgotten our session: a new one (its CSRF token), and what changed meanwhile;
+    // "live" once the page may act again.
+    try { useSession(await getJSON("/api/session")); } catch { /* said by the next action's refusal */ }
     link("live", "live");
-    getJSON("/api/fleet").then(apply, () => {}); // what changed while we were away
+    getJSON("/api/fleet").then(apply, () => {});
   });
   stream.addEventListener("fleet", (e) => { try { apply(JSON.parse(e.data)); } catch { /* a torn event: the next one */ } });
   stream.addEventListener("change", (e) => { try { logChange(JSON.parse(e.data)); } catch { /* ignored */ } });
@@ -383,6 +386,15 @@ async function logOut(event) {
   }
 }
 
+function useSession(doc) {
+  const changed = !!doc.read_only !== !!session.read_only;
+  session = doc;
+  document.body.classList.toggle("read-only", !!session.read_only);
+  $("who").textContent = [session.user, session.read_only ? "read-only" : ""].filter(Boolean).join(" · ");
+  $("logout").hidden = !session.token_required;
+  if (changed) { trs.clear(); draw(); } // the controls follow what this server allows
+}
+
 // ---- start ----
 
 async function start() {
@@ -393,16 +405,13 @@ async function start() {
   $("peek-again").addEventListener("click", () => peeking && openPeek(peeking));
   $("peek").addEventListener("close", () => { peeking = null; });
   $("ask").addEventListener("close", () => { asking = null; });
+  $("logout").addEventListener("submit", logOut);
   try {
-    session = await getJSON("/api/session");
+    useSession(await getJSON("/api/session"));
   } catch (err) {
     say(`cannot reach mam serve: ${err.message}`, true);
     return;
   }
-  document.body.classList.toggle("read-only", !!session.read_only);
-  $("who").textContent = [session.user, session.read_only ? "read-only" : ""].filter(Boolean).join(" · ");
-  $("logout").hidden = !session.token_required;
-  $("logout").addEventListener("submit", logOut);
   try { apply(await getJSON("/api/fleet")); } catch (err) { say(err.message, true); }
   connect();
   setInterval(tick, 1000);
