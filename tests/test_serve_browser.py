@@ -266,7 +266,7 @@ def test_page_shows_the_blocked_agent_first_and_answers_it(ws: Workspace, tmux: 
 @pytest.mark.slow
 @pytest.mark.tmux
 def test_read_only_page_has_no_action(ws: Workspace, tmux: Tmux, tmp_path: Path) -> None:
-    one, _ = fleet(ws, tmux)
+    one, two = fleet(ws, tmux)
     with served(ws, tmp_path, "--read-only") as url, chromium() as browser:
         page = browser.new_page(viewport={"width": 1280, "height": 800})
         errors = watch_errors(page)
@@ -290,6 +290,15 @@ def test_read_only_page_has_no_action(ws: Workspace, tmux: Tmux, tmp_path: Path)
             " return r.status; }")
         assert status == 403
         assert "got: 1" not in screen(tmux, one, "zasker")
+
+        # A server that cannot be asked is named, with when it last answered; its agents keep their rows.
+        tmux.run(two, "kill-server")
+        box = page.locator("#servers-box")
+        expect(box).to_be_visible(timeout=WAIT)
+        expect(box).to_contain_text(f"tmux server {two}")
+        expect(box).to_contain_text(re.compile(r"last seen \d+[smhd] ago"))
+        page.screenshot(path=str(tmp_path / "serve-down.png"))  # to look at when this fails
+        assert "idler" in names(page)
         assert errors == [], errors
 
 
