@@ -219,6 +219,7 @@ def test_page_shows_the_blocked_agent_first_and_answers_it(ws: Workspace, tmux: 
         assert "got: hello" not in screen(tmux, one, "zasker")
 
         # Answer: the question shown, the answer typed, the agent leaves blocked.
+        kept = page.get_by_role("button", name="Stop worker").element_handle()  # another row's, to be left alone
         page.get_by_role("button", name="Answer zasker").click()
         expect(page.locator("#ask-question")).to_contain_text("Would you like to run the following command?",
                                                               timeout=WAIT)
@@ -234,6 +235,9 @@ def test_page_shows_the_blocked_agent_first_and_answers_it(ws: Workspace, tmux: 
                                timeout=WAIT)
         assert state_of(page, "zasker") != "blocked"
         assert page.get_by_role("button", name="Answer zasker").count() == 0
+        # The documents since then changed another row's state and every age: its buttons are the same elements
+        # (a click in progress, or the keyboard's focus, is never lost to an update).
+        assert kept.evaluate("b => b.isConnected")
 
         # Stop asks first, naming the agent: keeping it running stops nothing; yes stops it.
         page.get_by_role("button", name="Stop worker").click()

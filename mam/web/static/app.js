@@ -112,15 +112,17 @@ function button(label, name, run, cls = "") {
   return b;
 }
 
-function actionsFor(r) {
+function actionsFor(tr) {
+  const r = tr.agent;
   const box = el("div", { class: "acts" });
-  box.append(button("Peek", r.name, () => openPeek(r)));
+  const act = (label, run, cls = "") => button(label, r.name, () => run(tr.agent), cls); // its row as it is now
+  box.append(act("Peek", openPeek));
   if (session.read_only) return box; // the views only: no control that changes anything
   const gone = ended(r) || r.live === "absent";
-  if (r.state === "blocked" && !gone) box.append(button("Answer", r.name, () => openAsk(r, true), "primary"));
-  if (!gone) box.append(button("Send", r.name, () => openAsk(r, false)));
-  if (!gone) box.append(button("Stop", r.name, () => openStop(r), "danger"));
-  if (gone) box.append(button("Restore", r.name, () => restore(r)));
+  if (r.state === "blocked" && !gone) box.append(act("Answer", (a) => openAsk(a, true), "primary"));
+  if (!gone) box.append(act("Send", (a) => openAsk(a, false)));
+  if (!gone) box.append(act("Stop", openStop, "danger"));
+  if (gone) box.append(act("Restore", restore));
   return box;
 }
 
@@ -128,30 +130,64 @@ function cell(label, cls, ...content) {
   return el("td", { class: cls, "data-label": label }, ...content);
 }
 
-function rowFor(r) {
-  const tr = el("tr");
-  fill(tr, r);
-  return tr;
+// A row's cells are made once and then only their text changes: a document that only moves the clock (or an
+// ended agent's "stopped 3s ago") leaves its buttons alone, so that a click in progress or the keyboard's focus
+// survives it. The buttons are made again only when what they offer changes.
+function actionsSignature(r) {
+  return JSON.stringify([r.state, r.live, ended(r), !!session.read_only]);
 }
 
 function fill(tr, r) {
+  tr.agent = r;
   tr.className = ["agent", `state-${r.state}`, ended(r) ? "ended" : "", r.stale ? "stale" : ""].join(" ").trim();
   tr.dataset.name = r.name;
   tr.dataset.state = r.state;
-  const name = el("th", { scope: "row", class: "name", "data-label": "Name" }, el("span", { text: r.name }));
-  if (r.work) name.append(el("span", { class: "work", text: r.work }));
-  const state = el("span", { class: `badge ${r.state}`, text: ended(r) && r.status ? r.status : r.state });
-  if (r.stale) state.title = "its server did not answer this time: the last state known";
-  const age = cell("Age", "age", ago(r.said_at, now()));
-  age.dataset.then = r.said_at ?? "";
-  const held = cell("For", "for", ago(r.since, now()));
-  held.dataset.then = r.since ?? "";
-  const why = cell("Why", "why", r.why || "");
-  const line = r.evidence && r.evidence.line;
-  if (r.state === "blocked" && line) why.append(el("q", { class: "asks", text: line }));
-  const cells = [name, cell("State", "state", state), cell("Source", "source", r.source || "-"), age, held,
-    cell("Where", "where", where(r)), why, cell("Actions", "acts-cell", actionsFor(r))];
-  tr.replaceChildren(...cells);
+  if (!tr.cellsOf) {
+    const c = {
+      name: el("th", { scope: "row", class: "name", "data-label": "Name" }),
+      state: cell("State", "state"), source: cell("Source", "source"), age: cell("Age", "age"),
+      held: cell("For", "for"), where: cell("Where", "where"), why: cell("Why", "why"),
+      acts: cell("Actions", "acts-cell"),
+    };
+    tr.cellsOf = c;
+    tr.replaceChildren(c.name, c.state, c.source, c.age, c.held, c.where, c.why, c.acts);
+  }
+  const c = tr.cellsOf;
+  same(c.name, [r.name, r.work], () => {
+    const name = [el("span", { text: r.name })];
+    if (r.work) name.push(el("span", { class: "work", text: r.work }));
+    return name;
+  });
+  same(c.state, [r.state, r.status, ended(r), r.stale], () => {
+    const badge = el("span", { class: `badge ${r.state}`, text: ended(r) && r.status ? r.status : r.state });
+    if (r.stale) badge.title = "its server did not answer this time: the last state known";
+    return [badge];
+  });
+  c.source.textContent = r.source || "-";
+  c.age.dataset.then = r.said_at ?? "";
+  c.age.textContent = ago(r.said_at, now());
+  c.held.dataset.then = r.since ?? "";
+  c.held.textContent = ago(r.since, now());
+  c.where.textContent = where(r);
+  const line = r.state === "blocked" && r.evidence ? r.evidence.line : null;
+  same(c.why, [r.why, line], () => {
+    const why = [document.createTextNode(r.why || "")];
+    if (line) why.push(el("q", { class: "asks", text: line }));
+    return why;
+  });
+  const sig = actionsSignature(r);
+  if (c.acts.sig !== sig) {
+    c.acts.sig = sig;
+    c.acts.replaceChildren(actionsFor(tr));
+  }
+}
+
+// Makes a cell's content again only when what it shows changed (`key`): no flicker, no lost selection.
+function same(td, key, make) {
+  const sig = JSON.stringify(key);
+  if (td.sig === sig) return;
+  td.sig = sig;
+  td.replaceChildren(...make());
 }
 
 function draw() {
@@ -166,8 +202,8 @@ function draw() {
       const k = keyOf(r);
       seen.add(k);
       let tr = trs.get(k);
-      if (!tr) { tr = rowFor(r); trs.set(k, tr); } else { fill(tr, r); }
-      tr.agent = r;
+      if (!tr) { tr = el("tr"); trs.set(k, tr); }
+      fill(tr, r);
       wanted.push(tr);
     }
     const same = body.children.length === wanted.length && wanted.every((n, i) => body.children[i] === n);
@@ -392,7 +428,7 @@ function useSession(doc) {
   document.body.classList.toggle("read-only", !!session.read_only);
   $("who").textContent = [session.user, session.read_only ? "read-only" : ""].filter(Boolean).join(" · ");
   $("logout").hidden = !session.token_required;
-  if (changed) { trs.clear(); draw(); } // the controls follow what this server allows
+  if (changed) draw(); // the controls follow what this server allows (the actions' signature has read_only)
 }
 
 // ---- start ----
