@@ -4,7 +4,9 @@ server), with 1 then 10 event-stream clients for the same time: the listing call
 `mam status --server S` call) must not grow with the clients. Then `GET /api/status` over 1,000 agents (100 tmux
 servers of 10 sleeping panes), beside one whole `mam status --json` process over the same fleet.
 
-Run: python3 bench/serve_fanout.py [--seconds 20] [--status-runs 5].
+With --memory-minutes M: the resident memory of the process serving 10 event streams, once a minute for M minutes.
+
+Run: python3 bench/serve_fanout.py [--seconds 20] [--status-runs 5] [--memory-minutes 10].
 """
 
 from __future__ import annotations
@@ -98,6 +100,28 @@ def fanout(seconds: float, servers: int = 5, agents: int = 4) -> list[dict[str, 
         return [calls_with(served, n, seconds) for n in (1, 10)]
 
 
+def rss_mib() -> float:
+    with open("/proc/self/status") as status:
+        line = next(x for x in status if x.startswith("VmRSS:"))
+    return int(line.split()[1]) / 1024
+
+
+def memory(minutes: float, servers: int = 5, agents: int = 4) -> list[tuple[float, float]]:
+    """This process's resident memory (the app, its poller and 10 event streams' server side) once a minute."""
+    with servers_with_agents(servers, agents) as (env, workspace), Served(env, workspace) as served:
+        counts = [0] * 10
+        stop = threading.Event()
+        for i in range(10):
+            threading.Thread(target=stream, args=(served.base, minutes * 60, counts, i, stop), daemon=True).start()
+        begun, samples = time.monotonic(), []
+        while (elapsed := time.monotonic() - begun) < minutes * 60:
+            samples.append((elapsed / 60, rss_mib()))
+            time.sleep(min(60.0, max(1.0, minutes * 60 - elapsed)))
+        samples.append(((time.monotonic() - begun) / 60, rss_mib()))
+        stop.set()
+        return samples
+
+
 def status_over(runs: int, servers: int = 100, agents: int = 10) -> dict[str, Any]:
     import httpx
 
@@ -120,10 +144,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--status-runs", type=int, default=5)
+    parser.add_argument("--memory-minutes", type=float, default=0,
+                        help="instead: resident memory with 10 event streams over this many minutes")
     args = parser.parse_args()
     import signal
 
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a killed run still kills its tmux servers
+    if args.memory_minutes:
+        print("| minute | RSS (MiB) |\n|---:|---:|")
+        for minute, mib in memory(args.memory_minutes):
+            print(f"| {minute:.1f} | {mib:.1f} |")
+        return
     print(f"## mam serve: one poller however many clients ({args.seconds:g} s each)\n")
     print("| event-stream clients | listing calls | calls/s | events per client (least) | CPU of mam |")
     print("|---:|---:|---:|---:|---:|")

@@ -133,15 +133,25 @@ def test_many_event_streams_and_a_slow_client_are_bounded(ws: Workspace, tmux: T
         assert until(lambda: "mam_serve_event_streams 0.0" in httpx.get(base + "/metrics", timeout=10).text)
 
         # A client that sends its headers slowly is cut off after READ_TIMEOUT; others are served meanwhile.
+        # One whose body never comes whole is answered 408, nothing done (the body is read before any action).
         slow = socket.create_connection(("127.0.0.1", port), timeout=READ_TIMEOUT * 4)
+        slow_body = socket.create_connection(("127.0.0.1", port), timeout=READ_TIMEOUT * 4)
+        page = httpx.get(base + "/api/session")
+        cookie, token = page.headers["set-cookie"].split(";")[0], page.json()["csrf"]
         begun = time.monotonic()
         try:
             slow.sendall(b"GET /api/fleet HTTP/1.1\r\nHo")
+            slow_body.sendall(f"POST /api/agents/a1/send HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+                              f"Origin: http://127.0.0.1:{port}\r\nCookie: {cookie}\r\nX-CSRF-Token: {token}\r\n"
+                              "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{".encode())
             assert httpx.get(base + "/api/fleet", timeout=10).status_code == 200
             assert slow.recv(1024) == b""  # closed by the server
+            answer = slow_body.recv(1024)
         finally:
             slow.close()
+            slow_body.close()
         assert READ_TIMEOUT - 1 <= time.monotonic() - begun < READ_TIMEOUT * 3
+        assert answer.split(b"\r\n")[0] == b"HTTP/1.1 408 Request Timeout", answer
     assert server.returncode is not None
 
 
