@@ -37,6 +37,7 @@ COMMAND_SCHEMAS = {
     "peek": "peek.json", "stop --all": "stop-all.json", "watch": "watch.json",
     "worktree remove": "worktree-remove.json", "worktree list": "worktree-list.json",
     "worktree prune": "worktree-prune.json",  # on real git: tests/test_worktrees.py
+    "audit": "audit.json",  # with every action's line: tests/test_audit.py
 }
 SHARED = {"common.json", "error.json"}  # parts every document uses, and the error document of every command
 

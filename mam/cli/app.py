@@ -175,6 +175,8 @@ _add(app, "env", queries.env, "The environment a server bootstrap would get: wha
                               "removed it.")
 _add(app, "kinds", queries.kinds, "The agent kinds mam knows: the programs each is recognised by, how its session "
                                   "is resumed, its screen rules.")
+_add(app, "audit", queries.audit, "Who did what to which agent: the lines of .mam/audit.jsonl, which every action "
+     "that changes something appends to (from the CLI, mam top, mam serve and the skills).")
 _add(app, "version", queries.version, "Print the version.")
 
 

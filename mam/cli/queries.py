@@ -287,6 +287,23 @@ def env(ctx: typer.Context, as_json: Json = False) -> int:
     return 0
 
 
+def audit(ctx: typer.Context,
+          since: Annotated[str | None, typer.Option("--since", metavar="WHEN",
+                                                    help="only lines since then: an age (30m, 2h, 7d) or a UTC date "
+                                                    "and time (2026-12-06T13:00)")] = None,
+          agent: Annotated[str | None, typer.Option("--agent", metavar="NAME", help="only lines about this agent")
+                           ] = None,
+          limit: Annotated[int | None, typer.Option("--limit", metavar="N", help="only the last N lines")] = None,
+          as_json: Json = False) -> int:
+    call = begin(ctx, as_json)
+    from mam.commands.audit import audit_document
+    from mam.util import render
+
+    doc = audit_document(call.open(), since, agent, limit)
+    emit(doc, call.json, None if call.json else render.audit_text(doc))
+    return 0
+
+
 def kinds(ctx: typer.Context, as_json: Json = False) -> int:
     call = begin(ctx, as_json)
     from mam.commands.kinds import kinds_document
