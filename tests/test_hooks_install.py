@@ -127,6 +127,31 @@ def test_a_one_line_file_stays_one_line(ws: Workspace) -> None:
     assert path.read_text() == one
 
 
+@pytest.mark.parametrize("kind", ["claude", "gemini"])
+def test_install_only_inserts_every_byte_of_the_users_file_stays(ws: Workspace, kind: str) -> None:
+    """Issue 33, 16, to the byte: the installed file is the user's text with mam's text inserted into it, nothing
+    of theirs deleted or replaced (a one-line group stays one line, their spacing, CRLF line ends included), and
+    what mam inserted is exactly its groups; uninstall gives the bytes back."""
+    import difflib
+
+    path = settings(ws, kind)
+    path.parent.mkdir(parents=True)
+    own = FILES[kind][1].replace("\n", "\r\n")
+    path.write_bytes(own.encode())
+    assert ws.mam("hooks", "install", "--agent", kind).returncode == 0
+    installed = path.read_bytes().decode()
+    ops = difflib.SequenceMatcher(None, own, installed, autojunk=False).get_opcodes()
+    assert {op for op, *_ in ops} == {"equal", "insert"}, [o for o in ops if o[0] != "equal"]
+    chunks = [installed[j1:j2] for op, _, _, j1, j2 in ops if op == "insert"]
+    # each insertion is mam's groups: a re-layout would insert line ends and spaces between the user's bytes
+    assert all("mam report" in chunk for chunk in chunks), [c for c in chunks if "mam report" not in c]
+    inserted = "".join(chunks)
+    assert inserted.count("mam report") == len(mam_commands(kind, installed)) == 5
+    assert "\r\n" in inserted and "\n" not in inserted.replace("\r\n", "")  # the file's own line ends
+    assert ws.mam("hooks", "uninstall", "--agent", kind).returncode == 0
+    assert path.read_bytes() == own.encode()
+
+
 @pytest.mark.parametrize("kind", ["claude", "gemini", "codex"])
 def test_install_where_there_was_no_file_and_uninstall_removes_it(ws: Workspace, kind: str) -> None:
     path = settings(ws, kind)

@@ -103,7 +103,8 @@ def test_tables_never_cut_names_states_or_actions(ws: Workspace) -> None:
     env = {**ws.env, "COLUMNS": "60"}
     for args in (["status"], ["reconcile"]):
         out = ws.mam(*args, env=env).stdout
-        assert "a-rather-long-agent-name" in out and "running" in out, out
+        # status leaves the registry's word out for the reason (issue 33, 17) and says so; it never cuts it
+        assert "a-rather-long-agent-name" in out and ("running" in out or "STATUS left out" in out), out
     assert "mark_terminated" in ws.mam("reconcile", env=env).stdout
 
 
@@ -185,6 +186,39 @@ def test_at_80_columns_pane_live_and_status_give_way_before_why_is_cut(monkeypat
     wide = status_text(doc).splitlines()
     assert {"PANE", "LIVE", "STATUS", "WHY"} <= set(wide[1].split()) and reason in wide[2]
     assert "left out" not in "\n".join(wide)
+
+
+def test_at_80_columns_status_too_gives_way_and_a_long_reason_is_cut_last(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 33, 17: the end of a failed job is the line a person reads the table for; at 80 columns CWD, PANE,
+    LIVE and STATUS are left out (STATE and WHY say the same) before a character of it is cut. Where even that is
+    not enough, the reason loses its end, and only once every one of them is gone. At 160 columns all are shown."""
+    from mam.util.render import status_text
+
+    failed = "failed: nightly-job exited with status 3"
+    sessions = [
+        {"name": "nightly-job", "backend": "tmux", "server": "work", "host": None, "status": "running", "live": "absent",
+         "agent": None, "pane_id": "%3", "cwd": "/home/me/repo", "state": "unknown", "state_source": "none",
+         "evidence": {"rule": None, "line": None, "fact": failed}},
+        {"name": "coder-1", "backend": "tmux", "server": "work", "host": None, "status": "running",
+         "live": "alive", "agent": "claude", "pane_id": "%12", "cwd": "/home/me/repo", "state": "idle",
+         "state_source": "screen", "evidence": {"rule": "claude.prompt", "line": "> ", "fact": None}}]
+    doc = {"workspace": "/w", "registry": "/w/r", "servers": [], "sessions": sessions}
+    monkeypatch.setenv("COLUMNS", "80")
+    lines = status_text(doc).splitlines()
+    assert lines[1].split() == ["NAME", "SERVER", "STATE", "AGENT", "WHY"], lines
+    assert lines[2].startswith("nightly-job") and lines[2].endswith(failed) and len(lines[2]) <= 80, lines
+    assert lines[4] == "(BACKEND, CWD, PANE, LIVE, STATUS left out to fit the terminal: `mam status --json` has them)"
+    longer = failed + "; its last output: 'KeyError: model'"
+    monkeypatch.setenv("COLUMNS", "80")
+    cut = status_text({**doc, "sessions": [{**sessions[0], "evidence": {**sessions[0]["evidence"],
+                                                                         "fact": longer}}, sessions[1]]}).splitlines()
+    assert cut[1].split() == ["NAME", "SERVER", "STATE", "AGENT", "WHY"], cut  # everything else went first
+    assert len(cut[2]) == 80 and cut[2].endswith("…") and failed[:30] in cut[2], cut
+    monkeypatch.setenv("COLUMNS", "160")
+    wide = status_text(doc).splitlines()
+    assert wide[1].split() == ["NAME", "BACKEND", "SERVER", "STATUS", "LIVE", "STATE", "AGENT", "PANE", "CWD",
+                              "WHY"], wide
+    assert wide[2].endswith(failed) and "left out" not in "\n".join(wide)
 
 
 def test_without_states_only_backend_gives_way(monkeypatch: pytest.MonkeyPatch) -> None:

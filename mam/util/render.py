@@ -236,10 +236,11 @@ def _sessions_table(sessions: Sequence[dict[str, Any]]) -> list[str]:
     whole = {"WHY": max((_rule_width(s, r) for s, r in zip(sessions, reasons, strict=True) if r), default=0)}
     headers, rows, dropped = drop_to_fit(headers, rows, ("CWD", "WHY"), droppable, whole)
     if "WHY" in headers:
-        # The reason is what a person reads the table for: the directory, the pane id and the liveness (the
-        # state says it) give way before it is cut at all (COLUMNS=80 cut it first). STATUS stays: the
-        # registry's word beside the server's is the drift `reconcile` is for.
-        later = ("CWD", "PANE", *(("LIVE",) if stated else ()))
+        # The reason is what a person reads the table for (COLUMNS=80 cut it first): the directory, the pane id,
+        # then the liveness and the registry's word give way before it is cut at all, as far as it needs. With
+        # states read, STATE and WHY say both (an agent that is not running says so and why); without, LIVE and
+        # STATUS are all the table says of an agent, and stay.
+        later = ("CWD", "PANE", *(("LIVE", "STATUS") if stated else ()))
         headers, rows, more = drop_to_fit(headers, rows, (), later)
         dropped += more
     elastic = tuple(headers.index(h) for h in ("CWD", "WHY") if h in headers)
