@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -52,8 +53,8 @@ def place(repo: str, name: str) -> str:
 
 
 def _git(repo: str, args: list[str], timeout: float, env: Mapping[str, str],
-         extra_env: Mapping[str, str] | None = None) -> GitResult:
-    return git(repo, args, timeout=timeout, env=env, extra_env=extra_env)
+         extra_env: Mapping[str, str] | None = None, stdin: bytes | None = None) -> GitResult:
+    return git(repo, args, timeout=timeout, env=env, extra_env=extra_env, stdin=stdin)
 
 
 def _fail(what: str, result: GitResult, code: str = "operation_failed") -> MamError:
@@ -180,18 +181,42 @@ def name_lock(dot_mam: Path, name: str) -> Iterator[None]:
         os.close(fd)
 
 
+IGNORE_TEXT = b"# mam's agent worktrees (mam spawn --worktree): not part of the repository\n*\n"
+
+
 def _ignore_folder(repo: str) -> None:
-    """`.mam/worktrees/.gitignore` holding `*`: the worktrees never show in the repository's `git status`
-    (on this machine only; on another host git lists the folder as untracked, which loses nothing)."""
+    """`.mam/worktrees/.gitignore` holding `*`: the worktrees never show in the repository's `git status`."""
     folder = Path(repo) / FOLDER
     ignore = folder / ".gitignore"
     folder.mkdir(parents=True, exist_ok=True)
     if not ignore.exists() and not ignore.is_symlink():
         fd = os.open(ignore, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
         try:
-            os.write(fd, b"# mam's agent worktrees (mam spawn --worktree): not part of the repository\n*\n")
+            os.write(fd, IGNORE_TEXT)
         finally:
             os.close(fd)
+
+
+def _ignore_patch() -> bytes:
+    """A patch that makes `.mam/worktrees/.gitignore` (IGNORE_TEXT), for `git apply`."""
+    lines = IGNORE_TEXT.splitlines(keepends=True)
+    name = f"{FOLDER}/.gitignore".encode()
+    return (b"diff --git a/" + name + b" b/" + name + b"\nnew file mode 100644\n--- /dev/null\n+++ b/" + name
+            + b"\n@@ -0,0 +1," + str(len(lines)).encode() + b" @@\n" + b"".join(b"+" + line for line in lines))
+
+
+def _ignore_there(repo: str, timeout: float, env: Mapping[str, str]) -> None:
+    """The same `.gitignore` on another host, written by git itself through the same transport (no shell, no
+    `tee`): `git apply` of a patch that makes the file. git creates it only when nothing is at that name
+    (O_EXCL: an existing file or link is left as it is) and refuses a path beyond a symbolic link, which mam
+    cannot look at there: then nothing is made (exit 2), as a `.mam` link leading out is refused here."""
+    done = _git(repo, ["apply", "--", "-"], timeout, env, stdin=_ignore_patch())
+    if done.ok or "already exists in working directory" in done.stderr:
+        return
+    if "beyond a symbolic link" in done.stderr:
+        raise MamError("invalid_workspace", f"{repo}/{FOLDER}: a symbolic link on the way there: mam makes no "
+                       "worktree through it", hint="remove the link; mam makes .mam/worktrees itself")
+    raise _fail(f"could not write {repo}/{FOLDER}/.gitignore", done)
 
 
 def make(directory: str, name: str, branch: str, timeout: float, env: Mapping[str, str], *,
@@ -219,6 +244,8 @@ def make(directory: str, name: str, branch: str, timeout: float, env: Mapping[st
     exists = _git(repo, ["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], timeout, env)
     if local:
         _ignore_folder(repo)
+    else:
+        _ignore_there(repo, timeout, env)
     if exists.ok:
         base = exists.stdout.strip()
         made = _git(repo, ["worktree", "add", "--", target, branch], timeout, env)
@@ -615,17 +642,37 @@ def state_of(record: Mapping[str, Any], timeout: float, env: Mapping[str, str]) 
     moved = bool(base) and head != base
     return {"state": "dirty" if files else "clean", "branch": record.get("branch"), "uncommitted": files,
             "unpushed": ahead, "upstream": upstream, "head": head, "moved": moved,
-            "ahead": _ahead_of_base(path, base, timeout, env) if moved else (0 if base else None), "why": None}
+            "ahead": _ahead_of_base(path, base, head, timeout, env) if moved else (0 if base else None), "why": None}
 
 
-def _ahead_of_base(path: str, base: str, timeout: float, env: Mapping[str, str]) -> int | None:
+# The counts already made, by (folder, base, head): a commit's id names its ancestry, so the count of BASE..HEAD
+# never changes. A live view (`mam top`, one process) then asks git once more per worktree only after a commit;
+# bounded, the oldest dropped first.
+_COUNTED: dict[tuple[str, str, str], int] = {}
+_COUNTED_MOST = 512
+_counted_lock = threading.Lock()
+
+
+def _ahead_of_base(path: str, base: str, head: str, timeout: float, env: Mapping[str, str]) -> int | None:
     """The commits on HEAD since the worktree's base (`git rev-list --count BASE..HEAD`). A second git call, made
-    only for a worktree whose HEAD moved: `git status` counts against an upstream only. None when unread."""
-    if not _SHA.fullmatch(base):  # a row's base is a commit id; anything else is not passed to git
+    only for a worktree whose HEAD moved and only once per HEAD in a process: `git status` counts against an
+    upstream only (git 2.39 has no one call for the work and a count against another commit). None when
+    unread."""
+    if not _SHA.fullmatch(base) or not _SHA.fullmatch(head):  # a row's base is a commit id; nothing else to git
         return None
-    result = git(path, ["rev-list", "--count", f"{base}..HEAD", "--"], timeout=timeout, env=env, bare=False)
+    key = (path, base, head)
+    with _counted_lock:
+        if key in _COUNTED:
+            return _COUNTED[key]
+    result = git(path, ["rev-list", "--count", f"{base}..{head}", "--"], timeout=timeout, env=env, bare=False)
     text = result.stdout.strip()
-    return int(text) if result.ok and text.isdigit() else None
+    if not (result.ok and text.isdigit()):
+        return None
+    with _counted_lock:
+        _COUNTED[key] = int(text)
+        while len(_COUNTED) > _COUNTED_MOST:
+            del _COUNTED[next(iter(_COUNTED))]
+    return int(text)
 
 
 def prune_repository(repo: str, timeout: float, env: Mapping[str, str]) -> None:
