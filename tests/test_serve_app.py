@@ -274,6 +274,30 @@ def test_read_only_serves_views_and_no_action(ws: Workspace, tmux: Tmux) -> None
     assert "got: ro" not in screen(tmux, one, "idler")
 
 
+def test_odd_input_is_refused_and_even_a_crash_carries_the_security_headers(
+        ws: Workspace, tmux: Tmux, monkeypatch: pytest.MonkeyPatch) -> None:
+    one = tmux.name()
+    spawn(ws, "idler", one, "gemini", "gemini", "idle")
+    client, _ = served(ws)
+    with client:
+        # `²` passes str.isdigit() and not int(): a 400 that says so, not a crash.
+        odd = client.get("/api/agents/idler/peek", params={"lines": "\u00b2"})
+        assert odd.status_code == 400 and "lines" in odd.json()["error"], odd.text
+        long = client.get("/api/agents/" + "x" * 300 + "/peek")
+        assert long.status_code == 400 and "at most 200 characters" in long.json()["error"]
+
+    def broken(*args: object) -> None:
+        raise RuntimeError("a bug")
+    monkeypatch.setattr("mam.web.routes.peek_document", broken)
+    client, _ = served(ws)
+    client = TestClient(client.app, base_url=BASE, raise_server_exceptions=False)
+    with client:
+        crashed = client.get("/api/agents/idler/peek")
+        assert crashed.status_code == 500
+        assert "default-src 'self'" in crashed.headers["content-security-policy"], crashed.headers
+        assert crashed.headers["x-content-type-options"] == "nosniff"
+
+
 def test_openapi_lists_exactly_the_routes(ws: Workspace, tmux: Tmux) -> None:
     client, serve = served(ws)
     web = client.app

@@ -19,7 +19,7 @@ def test_bind_addresses() -> None:
     assert parse_bind("localhost") == Bind("localhost", 8765)
     assert parse_bind("127.0.0.1:9000").loopback and parse_bind("[::1]:1").loopback
     assert not parse_bind("0.0.0.0:9000").loopback and not parse_bind("192.168.1.2:80").loopback
-    for bad in ("127.0.0.1:0", "127.0.0.1:70000", "example.com:80", "[::1", "1.2.3.4:x"):
+    for bad in ("127.0.0.1:0", "127.0.0.1:70000", "example.com:80", "[::1", "1.2.3.4:x", "127.0.0.1:²", "[::1]:³"):
         with pytest.raises(MamError) as caught:
             parse_bind(bad)
         assert caught.value.exit_code == 2
@@ -35,6 +35,14 @@ def test_hosts_are_the_bound_names_with_the_port() -> None:
     assert Guard(Bind("127.0.0.1", 9000)).origin_ok("http://localhost:9000", "localhost:9000")
     assert not Guard(Bind("127.0.0.1", 9000)).origin_ok("http://evil.example", "localhost:9000")
     assert not Guard(Bind("127.0.0.1", 9000)).origin_ok("null", "localhost:9000")
+
+
+def test_on_port_80_the_browser_names_no_port() -> None:
+    """http://127.0.0.1/ is sent as `Host: 127.0.0.1` and `Origin: http://127.0.0.1`: the page must load and act."""
+    guard = Guard(Bind("127.0.0.1", 80))
+    assert guard.host_ok("127.0.0.1") and guard.host_ok("localhost") and guard.host_ok("127.0.0.1:80")
+    assert guard.origin_ok("http://127.0.0.1", "127.0.0.1")
+    assert not guard.host_ok("evil.example") and not guard.host_ok("127.0.0.1:8080")
 
 
 def test_a_token_file_is_made_0600_and_read_back(tmp_path: Path) -> None:

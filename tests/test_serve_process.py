@@ -179,6 +179,49 @@ def test_off_loopback_without_a_token_it_never_starts(ws: Workspace) -> None:
     assert ws.mam("serve", "--json").returncode == 2
 
 
+def test_a_taken_port_is_said_in_one_line(ws: Workspace) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = ws.mam("serve", "--bind", f"127.0.0.1:{port}")
+    assert proc.returncode == 1, (proc.returncode, proc.stderr)  # not uvicorn's 3, mam's "backend not found"
+    assert "cannot listen on 127.0.0.1" in proc.stderr and "address already in use" in proc.stderr
+    assert "--bind 127.0.0.1:PORT" in proc.stderr and "serving" not in proc.stderr, proc.stderr
+
+
+def test_a_kept_alive_connection_sending_slow_headers_is_cut_off(ws: Workspace) -> None:
+    """After one answer, the next request's headers a byte at a time: closed after READ_TIMEOUT, as on a new
+    connection (else 150 such connections make every client's answer a 503)."""
+    with mam_serve(ws) as (base, server):
+        port = int(base.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=READ_TIMEOUT * 4) as slow:
+            slow.sendall(f"GET /api/fleet HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
+            answer = slow.recv(65536)
+            head, _, body = answer.partition(b"\r\n\r\n")
+            length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+            while len(body) < length and (more := slow.recv(65536)):
+                body += more
+            assert answer.startswith(b"HTTP/1.1 200"), answer[:100]
+            begun, closed = time.monotonic(), False
+            for byte in f"GET /api/fleet HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-Pad: {'a' * 200}".encode():
+                try:
+                    slow.sendall(bytes([byte]))
+                except OSError:
+                    closed = True
+                    break
+                if time.monotonic() - begun > READ_TIMEOUT * 3:
+                    break
+                time.sleep(1)
+            if not closed:
+                slow.settimeout(1)
+                try:
+                    closed = slow.recv(1024) == b""
+                except TimeoutError:
+                    closed = False
+        assert closed and time.monotonic() - begun < READ_TIMEOUT * 3, time.monotonic() - begun
+
+
 def test_other_commands_never_load_the_web_libraries(ws: Workspace) -> None:
     code = ("import sys, runpy\nsys.argv = ['mam', *sys.argv[1:]]\n"
             "try:\n    runpy.run_module('mam', run_name='__main__')\nexcept SystemExit:\n    pass\n"

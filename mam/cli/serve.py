@@ -47,8 +47,9 @@ def serve(ctx: typer.Context,
         raise MamError("operation_failed", f"mam serve needs its web libraries, not installed: {INSTALL_HINT}") \
             from None
     from mam.live.actions import Actions
-    from mam.web.guard import Guard, load_token
+    from mam.web.guard import Guard, check_free, load_token
 
+    check_free(where)  # a taken port said before anything is made or said to be served
     app = call.open()
     token = None
     if token_file is not None:

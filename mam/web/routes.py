@@ -30,7 +30,7 @@ from mam.commands.lifecycle import stop_document
 from mam.commands.restore import restore_document
 from mam.live.actions import Actions
 from mam.util.errors import EXIT_BAD_INPUT, MamError
-from mam.web.guard import MAX_BODY, Guard, Session, name_ok
+from mam.web.guard import MAX_BODY, MAX_NAME, Guard, Session, name_ok
 from mam.web.hub import Hub, Observer
 from mam.web.metrics import CONTENT_TYPE, Metrics
 from mam.web.openapi import document
@@ -92,9 +92,12 @@ class Shield:
         if scope["type"] != "http":  # no websocket
             return
         headers = {k.lower(): v for k, v in scope["headers"]}
+        started = False
 
         async def secured(message: Message) -> None:
+            nonlocal started
             if message["type"] == "http.response.start":
+                started = True
                 message["headers"] = [*message.get("headers", []), *SECURITY_HEADERS]
             await send(message)
 
@@ -103,10 +106,15 @@ class Shield:
             await problem(400, f"Host {host!r} is not one this server is bound to")(scope, receive, secured)
             return
         length = headers.get(b"content-length", b"0").decode("latin-1")
-        if not length.isdigit() or int(length) > MAX_BODY:
+        if not (length.isascii() and length.isdigit()) or int(length) > MAX_BODY:
             await problem(413, f"a request body is at most {MAX_BODY} bytes")(scope, receive, secured)
             return
-        await self.app(scope, receive, secured)
+        try:
+            await self.app(scope, receive, secured)
+        except Exception:
+            if not started:  # Starlette's own 500 would go out without the security headers
+                await problem(500, "internal error: mam serve's output says more", 1)(scope, receive, secured)
+            raise
 
 
 async def read_body(request: Request) -> bytes | Response:
@@ -302,7 +310,8 @@ def build(serve: Serve) -> Starlette:
     def target(request: Request) -> tuple[str, str | None, str | None] | Response:
         name = request.path_params["name"]
         if not name_ok(name):
-            return problem(400, "an agent's name has no control characters, `/` or `\\`, and is not . or ..")
+            return problem(400, f"an agent's name is at most {MAX_NAME} characters, has no control characters, `/` "
+                                "or `\\`, and is not . or ..")
         q = request.query_params
         return name, q.get("server") or None, q.get("host") or None
 
@@ -313,7 +322,7 @@ def build(serve: Serve) -> Starlette:
             return found
         name, server, host = found
         lines = request.query_params.get("lines", "40")
-        if not lines.isdigit():
+        if not (lines.isascii() and lines.isdigit()):  # `²` is a digit that int() refuses
             return problem(400, "lines: expected a number from 1 to 10000")
         try:
             return JSONResponse(await run_in_threadpool(peek_document, serve.actions.app, name, int(lines), server,
