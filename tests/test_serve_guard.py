@@ -69,6 +69,22 @@ def test_a_token_file_others_may_read_or_inside_the_workspace_is_refused(tmp_pat
         load_token(path, None)
 
 
+def test_a_token_file_that_cannot_be_made_or_is_a_link_is_bad_input(tmp_path: Path) -> None:
+    """Each is one line that names the file and what to do (exit 2), never an internal error."""
+    real = tmp_path / "real"
+    load_token(real, None)
+    (tmp_path / "link").symlink_to(real)
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere" / "token")
+    cases = {tmp_path / "link": "symbolic link", tmp_path / "dangling": "symbolic link",
+             real / "under-a-file": "cannot make it"}
+    for path, said in cases.items():
+        with pytest.raises(MamError) as caught:
+            load_token(path, None)
+        assert caught.value.exit_code == 2 and said in caught.value.message, (path, caught.value.message)
+        assert caught.value.hint, path
+    assert not (tmp_path / "nowhere").exists()
+
+
 def test_failed_logins_lock_an_address_for_a_while() -> None:
     now = [1000.0]
     guard = Guard(Bind("127.0.0.1", 9000), token="t" * 32, clock=lambda: now[0])

@@ -112,13 +112,19 @@ def load_token(path: Path, workspace: Path | None) -> tuple[str, bool]:
     if workspace is not None and path.resolve().is_relative_to(workspace.resolve()):
         raise MamError("usage", f"--token-file {path}: inside the workspace {workspace}",
                        hint="keep it outside any project, e.g. ~/.config/mam/serve-token")
+    if path.is_symlink():  # dangling or not: who made the link may choose where the token goes
+        raise MamError("usage", f"--token-file {path}: a symbolic link (mam follows none here)",
+                       hint=f"give the file itself: --token-file {path.resolve()}")
     made = False
     if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        token = secrets.token_urlsafe(32)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        except OSError as exc:
+            raise MamError("usage", f"--token-file {path}: cannot make it: {exc.strerror or exc}",
+                           hint="name a file in a folder you may write, e.g. ~/.config/mam/serve-token") from None
         with os.fdopen(fd, "w", encoding="ascii") as out:
-            out.write(token + "\n")
+            out.write(secrets.token_urlsafe(32) + "\n")
         made = True
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
