@@ -298,6 +298,26 @@ def test_odd_input_is_refused_and_even_a_crash_carries_the_security_headers(
         assert crashed.headers["x-content-type-options"] == "nosniff"
 
 
+def test_another_sites_page_cannot_spend_sessions_or_streams(ws: Workspace, tmux: Tmux) -> None:
+    """Without a token, a page on any site the user visits could GET /api/session a thousand times (each a new
+    session: the page's own, with its CSRF token, evicted) or hold /api/events open by <img> tags (the page's
+    stream then 503). The browser says where a request comes from (Sec-Fetch-Site): another site is refused."""
+    client, serve = served(ws)
+    with client:
+        page = csrf(client)
+        for site in ("cross-site", "same-site"):
+            for path in ("/api/session", "/api/events", "/api/fleet", "/metrics"):
+                refused = client.get(path, headers={"sec-fetch-site": site, "sec-fetch-mode": "no-cors"})
+                assert refused.status_code == 403, (site, path)
+                assert "default-src 'self'" in refused.headers["content-security-policy"]
+        assert len(serve.guard._sessions) == 1 and serve.hub.clients == 0
+        # A link to the page from elsewhere still opens it; the page's own requests are served.
+        assert client.get("/", headers={"sec-fetch-site": "cross-site", "sec-fetch-mode": "navigate"}
+                          ).status_code == 200
+        assert client.get("/api/session", headers={"sec-fetch-site": "same-origin"}).json()["csrf"] == \
+            page["x-csrf-token"]
+
+
 def test_openapi_lists_exactly_the_routes(ws: Workspace, tmux: Tmux) -> None:
     client, serve = served(ws)
     web = client.app

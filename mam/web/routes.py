@@ -105,6 +105,13 @@ class Shield:
         if not self.guard.host_ok(host):
             await problem(400, f"Host {host!r} is not one this server is bound to")(scope, receive, secured)
             return
+        site = headers.get(b"sec-fetch-site", b"")
+        if site in (b"cross-site", b"same-site") and headers.get(b"sec-fetch-mode") != b"navigate":
+            # Another site's page (another port of 127.0.0.1 is same-site) reaching in by an <img> or a fetch: no
+            # cookie goes with it, but without a token it would still make sessions (evicting the page's, its
+            # CSRF token with it) or hold event streams (the page's then 503). A link followed to the page is fine.
+            await problem(403, "a request from another site's page is refused")(scope, receive, secured)
+            return
         length = headers.get(b"content-length", b"0").decode("latin-1")
         if not (length.isascii() and length.isdigit()) or int(length) > MAX_BODY:
             await problem(413, f"a request body is at most {MAX_BODY} bytes")(scope, receive, secured)
