@@ -318,6 +318,24 @@ def test_another_sites_page_cannot_spend_sessions_or_streams(ws: Workspace, tmux
             page["x-csrf-token"]
 
 
+def test_status_asks_no_host_the_registry_does_not_name(ws: Workspace, tmux: Tmux, tmp_path: Path) -> None:
+    """`?host=H&server=S` would make this machine ssh to H with the user's keys: a --read-only viewer (or, in a
+    browser that sends no Sec-Fetch-Site, any site's <img>) choosing where. Only hosts the registry names."""
+    fakes = tmp_path / "fake-ssh"
+    fakes.mkdir()
+    called = tmp_path / "ssh-called"
+    (fakes / "ssh").write_text(f"#!/bin/sh\necho \"$@\" >> {called}\nexit 255\n")
+    (fakes / "ssh").chmod(0o755)
+    ws.env["PATH"] = f"{fakes}:{ws.env['PATH']}"
+    client, _ = served(ws, read_only=True)
+    with client:
+        refused = client.get("/api/status", params={"host": "attacker.example", "server": "x"})
+        assert refused.status_code == 422 and "attacker.example" in refused.json()["error"], refused.text
+        assert client.get("/api/status", params={"host": "local", "server": "x"}).status_code == 200
+        assert client.get("/api/status").status_code == 200
+    assert not called.exists(), called.read_text()
+
+
 def test_openapi_lists_exactly_the_routes(ws: Workspace, tmux: Tmux) -> None:
     client, serve = served(ws)
     web = client.app

@@ -29,6 +29,7 @@ from mam.commands.interact import send_document
 from mam.commands.lifecycle import stop_document
 from mam.commands.restore import restore_document
 from mam.live.actions import Actions
+from mam.servers.hosts import checked_host, host_key
 from mam.util.errors import EXIT_BAD_INPUT, MamError
 from mam.web.guard import MAX_BODY, MAX_NAME, Guard, Session, name_ok
 from mam.web.hub import Hub, Observer
@@ -280,11 +281,20 @@ def build(serve: Serve) -> Starlette:
     @guarded
     async def status(request: Request, caller: Caller) -> Response:
         q = request.query_params
+
+        def read() -> dict[str, Any]:
+            registry = serve.actions.registry()  # off the event loop, shared with the poller
+            there = host_key(checked_host(q.get("host")))
+            if there and not any(row.host == there for row in registry.rows):
+                # `mam status --host H --server S` asks H over ssh, as the user's own choice at a terminal; a
+                # request (a --read-only viewer's too) makes this machine ssh only where the registry already does.
+                raise MamError("usage", f"no registered agent on host {there}: mam serve asks only the hosts "
+                                        "the registry names")
+            return status_document(serve.actions.app, q.getlist("server"), with_state=True, only_states=only,
+                                   host=q.get("host"), registry=registry)
         try:
             only = parse_state_filter(q.getlist("state"))
-            doc = await run_in_threadpool(lambda: status_document(
-                serve.actions.app, q.getlist("server"), with_state=True, only_states=only, host=q.get("host"),
-                registry=serve.actions.registry()))  # the registry read off the event loop, shared with the poller
+            doc = await run_in_threadpool(read)
         except MamError as exc:
             return from_error(exc)
         return JSONResponse(doc)
