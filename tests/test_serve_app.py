@@ -311,6 +311,9 @@ def test_another_sites_page_cannot_spend_sessions_or_streams(ws: Workspace, tmux
                 assert refused.status_code == 403, (site, path)
                 assert "default-src 'self'" in refused.headers["content-security-policy"]
         assert len(serve.guard._sessions) == 1 and serve.hub.clients == 0
+        # A form on another site posts as a navigation: refused all the same.
+        assert client.post("/login", data={"token": "x"}, headers={"sec-fetch-site": "cross-site",
+                                                                   "sec-fetch-mode": "navigate"}).status_code == 403
         # A link to the page from elsewhere still opens it; the page's own requests are served.
         assert client.get("/", headers={"sec-fetch-site": "cross-site", "sec-fetch-mode": "navigate"}
                           ).status_code == 200

@@ -107,7 +107,8 @@ class Shield:
             await problem(400, f"Host {host!r} is not one this server is bound to")(scope, receive, secured)
             return
         site = headers.get(b"sec-fetch-site", b"")
-        if site in (b"cross-site", b"same-site") and headers.get(b"sec-fetch-mode") != b"navigate":
+        followed = scope["method"] in ("GET", "HEAD") and headers.get(b"sec-fetch-mode") == b"navigate"
+        if site in (b"cross-site", b"same-site") and not followed:
             # Another site's page (another port of 127.0.0.1 is same-site) reaching in by an <img> or a fetch: no
             # cookie goes with it, but without a token it would still make sessions (evicting the page's, its
             # CSRF token with it) or hold event streams (the page's then 503). A link followed to the page is fine.
