@@ -167,6 +167,29 @@ def test_a_token_file_guards_the_server(ws: Workspace, tmux: Tmux, tmp_path: Pat
                          ).status_code == 401
 
 
+def test_logins_sent_at_once_are_locked_after_five_too(ws: Workspace, tmp_path: Path) -> None:
+    """Twenty wrong logins whose bodies arrive together (each waited for its body after the lock was looked at):
+    five are judged, the rest locked out, as when they come one by one."""
+    from mam.web.guard import MAX_FAILURES
+
+    with mam_serve(ws, "--token-file", str(tmp_path / "conf" / "serve-token")) as (base, server):
+        port = int(base.rsplit(":", 1)[1])
+        body = b"token=wrong-token-0000000000"
+        socks = [socket.create_connection(("127.0.0.1", port), timeout=30) for _ in range(20)]
+        try:
+            for s in socks:
+                s.sendall(f"POST /login HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n"
+                          "Content-Type: application/x-www-form-urlencoded\r\n"
+                          f"Content-Length: {len(body)}\r\n\r\n".encode())
+            for s in socks:
+                s.sendall(body)
+            statuses = [s.recv(64).split(b" ")[1] for s in socks]
+        finally:
+            for s in socks:
+                s.close()
+        assert statuses.count(b"401") == MAX_FAILURES and statuses.count(b"429") == 20 - MAX_FAILURES, statuses
+
+
 def test_off_loopback_without_a_token_it_never_starts(ws: Workspace) -> None:
     for bind in ("0.0.0.0:8765", "[::]:8765", "192.0.2.1:8765"):
         proc = ws.mam("serve", "--bind", bind)
