@@ -174,6 +174,9 @@ def test_every_guard_refuses_and_nothing_is_acted_on(ws: Workspace, tmux: Tmux) 
         assert client.post("/api/agents/idler/send", json=body,
                            headers={"x-csrf-token": headers["x-csrf-token"]}).status_code == 403
         assert client.post("/api/agents/idler/send", json=body, headers=ORIGIN).status_code == 403
+        # A script's first try, on a server without a token: told how to get one.
+        scripted = client.post("/api/agents/idler/send", json=body, headers={"x-csrf-token": "x"}).json()
+        assert "--token-file" in scripted["hint"] and "Bearer" in scripted["hint"], scripted
         assert client.post("/api/agents/idler/send", json=body,
                            headers={**ORIGIN, "x-csrf-token": "x" * 43}).status_code == 403
         # Names with controls, `..` or `/`: refused before anything; a file outside static/: 404.

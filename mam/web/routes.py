@@ -189,7 +189,9 @@ def may_change(request: Request, serve: Serve, caller: Caller) -> Response | Non
     if caller.how == "bearer":
         return None
     if origin is None:
-        return problem(403, "a request without Origin needs the bearer token")
+        hint = None if serve.guard.token else ("this server has no token: for scripts start it with --token-file "
+                                               "FILE and send Authorization: Bearer $(cat FILE)")
+        return problem(403, "a request without Origin needs the bearer token", hint=hint)
     given = request.headers.get("x-csrf-token", "")
     if caller.session is None or not hmac.compare_digest(given.encode(), caller.session.csrf.encode()):
         return problem(403, "missing or wrong CSRF token (X-CSRF-Token, from GET /api/session)")
