@@ -190,6 +190,28 @@ def test_logins_sent_at_once_are_locked_after_five_too(ws: Workspace, tmp_path: 
         assert statuses.count(b"401") == MAX_FAILURES and statuses.count(b"429") == 20 - MAX_FAILURES, statuses
 
 
+def test_a_logout_ends_the_sessions_event_stream(ws: Workspace, tmp_path: Path) -> None:
+    from mam.web.routes import HEARTBEAT
+
+    with mam_serve(ws, "--token-file", str(tmp_path / "conf" / "serve-token")) as (base, server):
+        token = (tmp_path / "conf" / "serve-token").read_text().strip()
+        login = httpx.post(base + "/login", data={"token": token}, headers={"origin": base})
+        cookies = {"mam_session": login.cookies["mam_session"]}
+        with httpx.stream("GET", base + "/api/events", cookies=cookies,
+                          timeout=httpx.Timeout(HEARTBEAT * 4, connect=10)) as stream:
+            lines = stream.iter_lines()
+            assert next(lines) == "event: fleet"
+            out = httpx.post(base + "/logout", cookies=cookies, headers={"origin": base})
+            assert out.status_code == 303
+            begun, ended = time.monotonic(), True
+            for _ in lines:  # the loop ends when the server ends the stream
+                if time.monotonic() - begun > HEARTBEAT * 3:
+                    ended = False
+                    break
+        assert ended and time.monotonic() - begun < HEARTBEAT * 3
+        assert httpx.get(base + "/api/events", cookies=cookies).status_code == 401
+
+
 def test_off_loopback_without_a_token_it_never_starts(ws: Workspace) -> None:
     for bind in ("0.0.0.0:8765", "[::]:8765", "192.0.2.1:8765"):
         proc = ws.mam("serve", "--bind", bind)

@@ -320,9 +320,10 @@ def build(serve: Serve) -> Starlette:
                     try:
                         kind, data = await asyncio.wait_for(client.queue.get(), HEARTBEAT)
                     except TimeoutError:
-                        yield ": heartbeat\n\n"
-                        continue
-                    yield f"event: {kind}\ndata: {data}\n\n"
+                        kind, data = "", ""
+                    if caller.how == "cookie" and guard.session(caller.sid) is None:
+                        return  # logged out, or the login expired: the stream ends with it (the page asks again)
+                    yield f"event: {kind}\ndata: {data}\n\n" if kind else ": heartbeat\n\n"
             finally:
                 hub.leave(client)
 
