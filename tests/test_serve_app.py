@@ -174,6 +174,9 @@ def test_every_guard_refuses_and_nothing_is_acted_on(ws: Workspace, tmux: Tmux) 
         assert client.post("/api/agents/idler/send", json=body,
                            headers={"x-csrf-token": headers["x-csrf-token"]}).status_code == 403
         assert client.post("/api/agents/idler/send", json=body, headers=ORIGIN).status_code == 403
+        # A script's first try, on a server without a token: told how to get one.
+        scripted = client.post("/api/agents/idler/send", json=body, headers={"x-csrf-token": "x"}).json()
+        assert "--token-file" in scripted["hint"] and "Bearer" in scripted["hint"], scripted
         assert client.post("/api/agents/idler/send", json=body,
                            headers={**ORIGIN, "x-csrf-token": "x" * 43}).status_code == 403
         # Names with controls, `..` or `/`: refused before anything; a file outside static/: 404.
@@ -272,6 +275,71 @@ def test_read_only_serves_views_and_no_action(ws: Workspace, tmux: Tmux) -> None
             assert refused.status_code == 403 and "read-only" in refused.json()["error"], verb
     assert tmux.run(one, "has-session", "-t", "=idler", check=False).returncode == 0
     assert "got: ro" not in screen(tmux, one, "idler")
+
+
+def test_odd_input_is_refused_and_even_a_crash_carries_the_security_headers(
+        ws: Workspace, tmux: Tmux, monkeypatch: pytest.MonkeyPatch) -> None:
+    one = tmux.name()
+    spawn(ws, "idler", one, "gemini", "gemini", "idle")
+    client, _ = served(ws)
+    with client:
+        # `²` passes str.isdigit() and not int(): a 400 that says so, not a crash.
+        odd = client.get("/api/agents/idler/peek", params={"lines": "\u00b2"})
+        assert odd.status_code == 400 and "lines" in odd.json()["error"], odd.text
+        long = client.get("/api/agents/" + "x" * 300 + "/peek")
+        assert long.status_code == 400 and "at most 200 characters" in long.json()["error"]
+
+    def broken(*args: object) -> None:
+        raise RuntimeError("a bug")
+    monkeypatch.setattr("mam.web.routes.peek_document", broken)
+    client, _ = served(ws)
+    client = TestClient(client.app, base_url=BASE, raise_server_exceptions=False)
+    with client:
+        crashed = client.get("/api/agents/idler/peek")
+        assert crashed.status_code == 500
+        assert "default-src 'self'" in crashed.headers["content-security-policy"], crashed.headers
+        assert crashed.headers["x-content-type-options"] == "nosniff"
+
+
+def test_another_sites_page_cannot_spend_sessions_or_streams(ws: Workspace, tmux: Tmux) -> None:
+    """Without a token, a page on any site the user visits could GET /api/session a thousand times (each a new
+    session: the page's own, with its CSRF token, evicted) or hold /api/events open by <img> tags (the page's
+    stream then 503). The browser says where a request comes from (Sec-Fetch-Site): another site is refused."""
+    client, serve = served(ws)
+    with client:
+        page = csrf(client)
+        for site in ("cross-site", "same-site"):
+            for path in ("/api/session", "/api/events", "/api/fleet", "/metrics"):
+                refused = client.get(path, headers={"sec-fetch-site": site, "sec-fetch-mode": "no-cors"})
+                assert refused.status_code == 403, (site, path)
+                assert "default-src 'self'" in refused.headers["content-security-policy"]
+        assert len(serve.guard._sessions) == 1 and serve.hub.clients == 0
+        # A form on another site posts as a navigation: refused all the same.
+        assert client.post("/login", data={"token": "x"}, headers={"sec-fetch-site": "cross-site",
+                                                                   "sec-fetch-mode": "navigate"}).status_code == 403
+        # A link to the page from elsewhere still opens it; the page's own requests are served.
+        assert client.get("/", headers={"sec-fetch-site": "cross-site", "sec-fetch-mode": "navigate"}
+                          ).status_code == 200
+        assert client.get("/api/session", headers={"sec-fetch-site": "same-origin"}).json()["csrf"] == \
+            page["x-csrf-token"]
+
+
+def test_status_asks_no_host_the_registry_does_not_name(ws: Workspace, tmux: Tmux, tmp_path: Path) -> None:
+    """`?host=H&server=S` would make this machine ssh to H with the user's keys: a --read-only viewer (or, in a
+    browser that sends no Sec-Fetch-Site, any site's <img>) choosing where. Only hosts the registry names."""
+    fakes = tmp_path / "fake-ssh"
+    fakes.mkdir()
+    called = tmp_path / "ssh-called"
+    (fakes / "ssh").write_text(f"#!/bin/sh\necho \"$@\" >> {called}\nexit 255\n")
+    (fakes / "ssh").chmod(0o755)
+    ws.env["PATH"] = f"{fakes}:{ws.env['PATH']}"
+    client, _ = served(ws, read_only=True)
+    with client:
+        refused = client.get("/api/status", params={"host": "attacker.example", "server": "x"})
+        assert refused.status_code == 422 and "attacker.example" in refused.json()["error"], refused.text
+        assert client.get("/api/status", params={"host": "local", "server": "x"}).status_code == 200
+        assert client.get("/api/status").status_code == 200
+    assert not called.exists(), called.read_text()
 
 
 def test_openapi_lists_exactly_the_routes(ws: Workspace, tmux: Tmux) -> None:

@@ -19,7 +19,7 @@ def test_bind_addresses() -> None:
     assert parse_bind("localhost") == Bind("localhost", 8765)
     assert parse_bind("127.0.0.1:9000").loopback and parse_bind("[::1]:1").loopback
     assert not parse_bind("0.0.0.0:9000").loopback and not parse_bind("192.168.1.2:80").loopback
-    for bad in ("127.0.0.1:0", "127.0.0.1:70000", "example.com:80", "[::1", "1.2.3.4:x"):
+    for bad in ("127.0.0.1:0", "127.0.0.1:70000", "example.com:80", "[::1", "1.2.3.4:x", "127.0.0.1:²", "[::1]:³"):
         with pytest.raises(MamError) as caught:
             parse_bind(bad)
         assert caught.value.exit_code == 2
@@ -35,6 +35,14 @@ def test_hosts_are_the_bound_names_with_the_port() -> None:
     assert Guard(Bind("127.0.0.1", 9000)).origin_ok("http://localhost:9000", "localhost:9000")
     assert not Guard(Bind("127.0.0.1", 9000)).origin_ok("http://evil.example", "localhost:9000")
     assert not Guard(Bind("127.0.0.1", 9000)).origin_ok("null", "localhost:9000")
+
+
+def test_on_port_80_the_browser_names_no_port() -> None:
+    """http://127.0.0.1/ is sent as `Host: 127.0.0.1` and `Origin: http://127.0.0.1`: the page must load and act."""
+    guard = Guard(Bind("127.0.0.1", 80))
+    assert guard.host_ok("127.0.0.1") and guard.host_ok("localhost") and guard.host_ok("127.0.0.1:80")
+    assert guard.origin_ok("http://127.0.0.1", "127.0.0.1")
+    assert not guard.host_ok("evil.example") and not guard.host_ok("127.0.0.1:8080")
 
 
 def test_a_token_file_is_made_0600_and_read_back(tmp_path: Path) -> None:
@@ -59,6 +67,22 @@ def test_a_token_file_others_may_read_or_inside_the_workspace_is_refused(tmp_pat
     path.write_text("short\n")
     with pytest.raises(MamError, match="16 to 4096"):
         load_token(path, None)
+
+
+def test_a_token_file_that_cannot_be_made_or_is_a_link_is_bad_input(tmp_path: Path) -> None:
+    """Each is one line that names the file and what to do (exit 2), never an internal error."""
+    real = tmp_path / "real"
+    load_token(real, None)
+    (tmp_path / "link").symlink_to(real)
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere" / "token")
+    cases = {tmp_path / "link": "symbolic link", tmp_path / "dangling": "symbolic link",
+             real / "under-a-file": "cannot make it"}
+    for path, said in cases.items():
+        with pytest.raises(MamError) as caught:
+            load_token(path, None)
+        assert caught.value.exit_code == 2 and said in caught.value.message, (path, caught.value.message)
+        assert caught.value.hint, path
+    assert not (tmp_path / "nowhere").exists()
 
 
 def test_failed_logins_lock_an_address_for_a_while() -> None:

@@ -167,6 +167,51 @@ def test_a_token_file_guards_the_server(ws: Workspace, tmux: Tmux, tmp_path: Pat
                          ).status_code == 401
 
 
+def test_logins_sent_at_once_are_locked_after_five_too(ws: Workspace, tmp_path: Path) -> None:
+    """Twenty wrong logins whose bodies arrive together (each waited for its body after the lock was looked at):
+    five are judged, the rest locked out, as when they come one by one."""
+    from mam.web.guard import MAX_FAILURES
+
+    with mam_serve(ws, "--token-file", str(tmp_path / "conf" / "serve-token")) as (base, server):
+        port = int(base.rsplit(":", 1)[1])
+        body = b"token=wrong-token-0000000000"
+        socks = [socket.create_connection(("127.0.0.1", port), timeout=30) for _ in range(20)]
+        try:
+            for s in socks:
+                s.sendall(f"POST /login HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n"
+                          "Content-Type: application/x-www-form-urlencoded\r\n"
+                          f"Content-Length: {len(body)}\r\n\r\n".encode())
+            for s in socks:
+                s.sendall(body)
+            statuses = [s.recv(64).split(b" ")[1] for s in socks]
+        finally:
+            for s in socks:
+                s.close()
+        assert statuses.count(b"401") == MAX_FAILURES and statuses.count(b"429") == 20 - MAX_FAILURES, statuses
+
+
+def test_a_logout_ends_the_sessions_event_stream(ws: Workspace, tmp_path: Path) -> None:
+    from mam.web.routes import HEARTBEAT
+
+    with mam_serve(ws, "--token-file", str(tmp_path / "conf" / "serve-token")) as (base, server):
+        token = (tmp_path / "conf" / "serve-token").read_text().strip()
+        login = httpx.post(base + "/login", data={"token": token}, headers={"origin": base})
+        cookies = {"mam_session": login.cookies["mam_session"]}
+        with httpx.stream("GET", base + "/api/events", cookies=cookies,
+                          timeout=httpx.Timeout(HEARTBEAT * 4, connect=10)) as stream:
+            lines = stream.iter_lines()
+            assert next(lines) == "event: fleet"
+            out = httpx.post(base + "/logout", cookies=cookies, headers={"origin": base})
+            assert out.status_code == 303
+            begun, ended = time.monotonic(), True
+            for _ in lines:  # the loop ends when the server ends the stream
+                if time.monotonic() - begun > HEARTBEAT * 3:
+                    ended = False
+                    break
+        assert ended and time.monotonic() - begun < HEARTBEAT * 3
+        assert httpx.get(base + "/api/events", cookies=cookies).status_code == 401
+
+
 def test_off_loopback_without_a_token_it_never_starts(ws: Workspace) -> None:
     for bind in ("0.0.0.0:8765", "[::]:8765", "192.0.2.1:8765"):
         proc = ws.mam("serve", "--bind", bind)
@@ -177,6 +222,49 @@ def test_off_loopback_without_a_token_it_never_starts(ws: Workspace) -> None:
     proc = ws.mam("serve", "--token-file", str(inside), "--bind", f"127.0.0.1:{free_port()}")
     assert proc.returncode == 2 and "inside the workspace" in proc.stderr and not inside.exists()
     assert ws.mam("serve", "--json").returncode == 2
+
+
+def test_a_taken_port_is_said_in_one_line(ws: Workspace) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = ws.mam("serve", "--bind", f"127.0.0.1:{port}")
+    assert proc.returncode == 1, (proc.returncode, proc.stderr)  # not uvicorn's 3, mam's "backend not found"
+    assert "cannot listen on 127.0.0.1" in proc.stderr and "address already in use" in proc.stderr
+    assert "--bind 127.0.0.1:PORT" in proc.stderr and "serving" not in proc.stderr, proc.stderr
+
+
+def test_a_kept_alive_connection_sending_slow_headers_is_cut_off(ws: Workspace) -> None:
+    """After one answer, the next request's headers a byte at a time: closed after READ_TIMEOUT, as on a new
+    connection (else 150 such connections make every client's answer a 503)."""
+    with mam_serve(ws) as (base, server):
+        port = int(base.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=READ_TIMEOUT * 4) as slow:
+            slow.sendall(f"GET /api/fleet HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
+            answer = slow.recv(65536)
+            head, _, body = answer.partition(b"\r\n\r\n")
+            length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+            while len(body) < length and (more := slow.recv(65536)):
+                body += more
+            assert answer.startswith(b"HTTP/1.1 200"), answer[:100]
+            begun, closed = time.monotonic(), False
+            for byte in f"GET /api/fleet HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-Pad: {'a' * 200}".encode():
+                try:
+                    slow.sendall(bytes([byte]))
+                except OSError:
+                    closed = True
+                    break
+                if time.monotonic() - begun > READ_TIMEOUT * 3:
+                    break
+                time.sleep(1)
+            if not closed:
+                slow.settimeout(1)
+                try:
+                    closed = slow.recv(1024) == b""
+                except TimeoutError:
+                    closed = False
+        assert closed and time.monotonic() - begun < READ_TIMEOUT * 3, time.monotonic() - begun
 
 
 def test_other_commands_never_load_the_web_libraries(ws: Workspace) -> None:

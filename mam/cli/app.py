@@ -119,8 +119,9 @@ _add(app, "top", top.top, "A full-screen live view of every agent, blocked ones 
                          "answer, stop, restore and filter. Needs a terminal and Textual (mam[top]).",
      "A full-screen live view of every agent, blocked first; keys act on the selected one.")
 _add(app, "serve", serve.serve, "Serve the fleet on a web page and over HTTP (the view of top, its actions, an event "
-                                 "stream, Prometheus metrics); loopback unless --token-file. Needs mam[web].",
-     "Serve the fleet on a web page and over HTTP, with metrics; loopback unless --token-file.")
+                                 "stream, Prometheus metrics) on 127.0.0.1:8765; any other --bind address needs "
+                                 "--token-file. Needs mam[web].",
+     "Serve the fleet on a web page and over HTTP, with metrics (127.0.0.1 unless --bind).")
 _add(app, "bootstrap", agents.bootstrap, "Start a server of the selected backend if it is down, with a scrubbed "
                                          "environment.")
 _add(app, "spawn", agents.spawn, "Start an agent in a new pane or session, registered at once; starts its server "

@@ -47,16 +47,22 @@ def serve(ctx: typer.Context,
         raise MamError("operation_failed", f"mam serve needs its web libraries, not installed: {INSTALL_HINT}") \
             from None
     from mam.live.actions import Actions
-    from mam.web.guard import Guard, load_token
+    from mam.web.guard import Guard, check_free, load_token
 
+    check_free(where)  # a taken port said before anything is made or said to be served
     app = call.open()
     token = None
     if token_file is not None:
         token, made = load_token(Path(token_file), app.workspace.root)
         if made:
-            sys.stderr.write(f"mam: made a new token in {token_file} (mode 0600)\n")
+            sys.stderr.write(f"mam: made a new token in {token_file} (mode 0600): the login page asks for it, "
+                             "scripts send it as Authorization: Bearer TOKEN\n")
     guard = Guard(where, token, read_only)
     url = f"http://{where.url_host}:{where.port}/"
+    if where.address in ("0.0.0.0", "::"):  # not an address to open: the one others would use
+        import socket  # deferred, for start-up: only this branch names the machine
+
+        url += f" (every address; from elsewhere http://{socket.gethostname()}:{where.port}/)"
     sys.stderr.write(f"mam: serving {app.workspace.root} on {url}" + (" (read-only)" if read_only else "")
                      + ("" if token else " (no token: anyone on this machine may use it)") + "\n")
     sys.stderr.flush()

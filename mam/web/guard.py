@@ -52,7 +52,7 @@ def parse_bind(text: str) -> Bind:
         address, port = inner, rest[1:] or port
     elif text.count(":") == 1:
         address, _, port = text.partition(":")
-    if not port.isdigit() or not 1 <= int(port) <= 65535:
+    if not (port.isascii() and port.isdigit()) or not 1 <= int(port) <= 65535:  # `²` is a digit int() refuses
         raise MamError("usage", f"--bind {text!r}: the port must be a number from 1 to 65535")
     if address != "localhost":
         try:
@@ -75,7 +75,29 @@ def allowed_hosts(bind: Bind) -> frozenset[str]:
                 names.add(f"[{ip}]" if ":" in ip else ip)
         except OSError:
             pass
-    return frozenset(f"{name.lower()}:{bind.port}" for name in names)
+    with_port = {f"{name.lower()}:{bind.port}" for name in names}
+    if bind.port == 80:  # a browser leaves the default port out of Host and Origin
+        with_port |= {name.lower() for name in names}
+    return frozenset(with_port)
+
+
+def check_free(bind: Bind) -> None:
+    """Refuse, in one line that says what to do, an address that cannot be listened on (the port taken, a port
+    under 1024 without the right, an address not this machine's), before the server says it is serving."""
+    try:
+        infos = socket.getaddrinfo(bind.address, bind.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError as exc:
+        raise MamError("operation_failed", f"cannot listen on {bind.url_host}:{bind.port}: {exc}") from None
+    for family, kind, proto, _, address in infos:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: TIME_WAIT is no reason
+            try:
+                probe.bind(address)
+            except OSError as exc:
+                raise MamError("operation_failed", f"cannot listen on {bind.url_host}:{bind.port}: "
+                               f"{(exc.strerror or str(exc)).lower()}",
+                               hint=f"choose another port (--bind {bind.url_host}:PORT), or stop what listens "
+                                    "there") from None
 
 
 def default_token_file(env: dict[str, str] | os._Environ[str]) -> Path:
@@ -90,13 +112,19 @@ def load_token(path: Path, workspace: Path | None) -> tuple[str, bool]:
     if workspace is not None and path.resolve().is_relative_to(workspace.resolve()):
         raise MamError("usage", f"--token-file {path}: inside the workspace {workspace}",
                        hint="keep it outside any project, e.g. ~/.config/mam/serve-token")
+    if path.is_symlink():  # dangling or not: who made the link may choose where the token goes
+        raise MamError("usage", f"--token-file {path}: a symbolic link (mam follows none here)",
+                       hint=f"give the file itself: --token-file {path.resolve()}")
     made = False
     if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        token = secrets.token_urlsafe(32)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        except OSError as exc:
+            raise MamError("usage", f"--token-file {path}: cannot make it: {exc.strerror or exc}",
+                           hint="name a file in a folder you may write, e.g. ~/.config/mam/serve-token") from None
         with os.fdopen(fd, "w", encoding="ascii") as out:
-            out.write(token + "\n")
+            out.write(secrets.token_urlsafe(32) + "\n")
         made = True
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)

@@ -29,8 +29,9 @@ from mam.commands.interact import send_document
 from mam.commands.lifecycle import stop_document
 from mam.commands.restore import restore_document
 from mam.live.actions import Actions
+from mam.servers.hosts import checked_host, host_key
 from mam.util.errors import EXIT_BAD_INPUT, MamError
-from mam.web.guard import MAX_BODY, Guard, Session, name_ok
+from mam.web.guard import MAX_BODY, MAX_NAME, Guard, Session, name_ok
 from mam.web.hub import Hub, Observer
 from mam.web.metrics import CONTENT_TYPE, Metrics
 from mam.web.openapi import document
@@ -92,9 +93,12 @@ class Shield:
         if scope["type"] != "http":  # no websocket
             return
         headers = {k.lower(): v for k, v in scope["headers"]}
+        started = False
 
         async def secured(message: Message) -> None:
+            nonlocal started
             if message["type"] == "http.response.start":
+                started = True
                 message["headers"] = [*message.get("headers", []), *SECURITY_HEADERS]
             await send(message)
 
@@ -102,11 +106,24 @@ class Shield:
         if not self.guard.host_ok(host):
             await problem(400, f"Host {host!r} is not one this server is bound to")(scope, receive, secured)
             return
+        site = headers.get(b"sec-fetch-site", b"")
+        followed = scope["method"] in ("GET", "HEAD") and headers.get(b"sec-fetch-mode") == b"navigate"
+        if site in (b"cross-site", b"same-site") and not followed:
+            # Another site's page (another port of 127.0.0.1 is same-site) reaching in by an <img> or a fetch: no
+            # cookie goes with it, but without a token it would still make sessions (evicting the page's, its
+            # CSRF token with it) or hold event streams (the page's then 503). A link followed to the page is fine.
+            await problem(403, "a request from another site's page is refused")(scope, receive, secured)
+            return
         length = headers.get(b"content-length", b"0").decode("latin-1")
-        if not length.isdigit() or int(length) > MAX_BODY:
+        if not (length.isascii() and length.isdigit()) or int(length) > MAX_BODY:
             await problem(413, f"a request body is at most {MAX_BODY} bytes")(scope, receive, secured)
             return
-        await self.app(scope, receive, secured)
+        try:
+            await self.app(scope, receive, secured)
+        except Exception:
+            if not started:  # Starlette's own 500 would go out without the security headers
+                await problem(500, "internal error: mam serve's output says more", 1)(scope, receive, secured)
+            raise
 
 
 async def read_body(request: Request) -> bytes | Response:
@@ -172,7 +189,9 @@ def may_change(request: Request, serve: Serve, caller: Caller) -> Response | Non
     if caller.how == "bearer":
         return None
     if origin is None:
-        return problem(403, "a request without Origin needs the bearer token")
+        hint = None if serve.guard.token else ("this server has no token: for scripts start it with --token-file "
+                                               "FILE and send Authorization: Bearer $(cat FILE)")
+        return problem(403, "a request without Origin needs the bearer token", hint=hint)
     given = request.headers.get("x-csrf-token", "")
     if caller.session is None or not hmac.compare_digest(given.encode(), caller.session.csrf.encode()):
         return problem(403, "missing or wrong CSRF token (X-CSRF-Token, from GET /api/session)")
@@ -228,6 +247,8 @@ def build(serve: Serve) -> Starlette:
         body = await read_body(request)
         if isinstance(body, Response):
             return body
+        if guard.locked(client):  # again: logins sent at once all passed the first look while their bodies came
+            return problem(429, "too many failed logins from this address: try again later")
         given = (parse_qs(body.decode("utf-8", "replace")).get("token") or [""])[0].strip()
         html = "text/html" in request.headers.get("accept", "")
         if guard.token is not None and not guard.token_ok(given):
@@ -265,11 +286,20 @@ def build(serve: Serve) -> Starlette:
     @guarded
     async def status(request: Request, caller: Caller) -> Response:
         q = request.query_params
+
+        def read() -> dict[str, Any]:
+            registry = serve.actions.registry()  # off the event loop, shared with the poller
+            there = host_key(checked_host(q.get("host")))
+            if there and not any(row.host == there for row in registry.rows):
+                # `mam status --host H --server S` asks H over ssh, as the user's own choice at a terminal; a
+                # request (a --read-only viewer's too) makes this machine ssh only where the registry already does.
+                raise MamError("usage", f"no registered agent on host {there}: mam serve asks only the hosts "
+                                        "the registry names")
+            return status_document(serve.actions.app, q.getlist("server"), with_state=True, only_states=only,
+                                   host=q.get("host"), registry=registry)
         try:
             only = parse_state_filter(q.getlist("state"))
-            doc = await run_in_threadpool(lambda: status_document(
-                serve.actions.app, q.getlist("server"), with_state=True, only_states=only, host=q.get("host"),
-                registry=serve.actions.registry()))  # the registry read off the event loop, shared with the poller
+            doc = await run_in_threadpool(read)
         except MamError as exc:
             return from_error(exc)
         return JSONResponse(doc)
@@ -290,9 +320,10 @@ def build(serve: Serve) -> Starlette:
                     try:
                         kind, data = await asyncio.wait_for(client.queue.get(), HEARTBEAT)
                     except TimeoutError:
-                        yield ": heartbeat\n\n"
-                        continue
-                    yield f"event: {kind}\ndata: {data}\n\n"
+                        kind, data = "", ""
+                    if caller.how == "cookie" and guard.session(caller.sid) is None:
+                        return  # logged out, or the login expired: the stream ends with it (the page asks again)
+                    yield f"event: {kind}\ndata: {data}\n\n" if kind else ": heartbeat\n\n"
             finally:
                 hub.leave(client)
 
@@ -302,7 +333,8 @@ def build(serve: Serve) -> Starlette:
     def target(request: Request) -> tuple[str, str | None, str | None] | Response:
         name = request.path_params["name"]
         if not name_ok(name):
-            return problem(400, "an agent's name has no control characters, `/` or `\\`, and is not . or ..")
+            return problem(400, f"an agent's name is at most {MAX_NAME} characters, has no control characters, `/` "
+                                "or `\\`, and is not . or ..")
         q = request.query_params
         return name, q.get("server") or None, q.get("host") or None
 
@@ -313,7 +345,7 @@ def build(serve: Serve) -> Starlette:
             return found
         name, server, host = found
         lines = request.query_params.get("lines", "40")
-        if not lines.isdigit():
+        if not (lines.isascii() and lines.isdigit()):  # `²` is a digit that int() refuses
             return problem(400, "lines: expected a number from 1 to 10000")
         try:
             return JSONResponse(await run_in_threadpool(peek_document, serve.actions.app, name, int(lines), server,
