@@ -125,6 +125,8 @@ def test_tmux_skills_end_to_end(installed: Workspace, tmux: Tmux, chosen_by: str
         text = script(ws, "multi-agent-mux-spawn", "read.sh", "helper", env=env).stdout
         time.sleep(0.1)
     assert "codex stand-in ready" in text
+    # the pane's blank rows below its last line are not printed (issue 33, 17: about 20 of them were)
+    assert text.endswith("codex stand-in ready\n"), repr(text[-80:])
     tmux.run(server, "kill-session", "-t", "=helper")
     report = json.loads(script(ws, "multi-agent-mux-monitor", "reconcile.sh", env=env).stdout)
     assert [(d["class"], d["name"]) for d in report["drifts"]] == [("A", "helper")]

@@ -44,9 +44,11 @@ mapfile -t where <<<"$place"
 backend=${where[0]:-} server=${where[1]:-} host=${where[2]:-}
 via=(--backend "$backend" exec --server "$server")
 if [ -n "$host" ]; then via+=(--host "$host"); fi
+# The screen's blank rows below its last line are not output (tmux and herdr both print them): $(...) drops them.
 case "$backend" in
-  tmux) "${mam_cmd[@]}" "${via[@]}" -- capture-pane -p -t "=$1:" ;;
-  herdr) "${mam_cmd[@]}" "${via[@]}" -- agent read "$1" --source recent --lines 50 ;;
+  tmux) out=$("${mam_cmd[@]}" "${via[@]}" -- capture-pane -p -t "=$1:") ;;
+  herdr) out=$("${mam_cmd[@]}" "${via[@]}" -- agent read "$1" --source recent --lines 50) ;;
   *) echo "read.sh: cannot read an agent's pane on backend '${backend:-?}'; use mam exec with its own CLI" >&2
      exit 1 ;;
 esac
+if [ -n "$out" ]; then printf '%s\n' "$out"; fi
