@@ -171,3 +171,17 @@ def test_every_rule_id_the_docs_quote_is_in_the_shipped_library() -> None:
                for path in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
                for found in quoted.findall(path.read_text()) if found not in ids]
     assert not missing, missing
+
+
+def test_no_doc_has_the_same_section_twice() -> None:
+    """Two branches that each document a command leave two sections of one name after a merge (`mam audit` was
+    twice in cli.md and json.md, the second stale); a link to it then reaches only the first."""
+    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        headings, fenced = [], False
+        for line in doc.read_text().splitlines():
+            fenced ^= line.startswith("```")  # a shell comment in a code block is no heading
+            if not fenced and re.match(r"#+ ", line):
+                headings.append(line)
+        twice = sorted({h for h in headings if headings.count(h) > 1})
+        assert not twice, f"{doc.name}: sections of the same name: {twice}"
+
