@@ -229,6 +229,20 @@ def test_textual_is_imported_only_by_the_top_view() -> None:
     assert wrong == set()
 
 
+WEB_FRAMEWORKS = ("starlette", "uvicorn", "prometheus_client", "h11", "anyio", "httpx")
+
+
+def test_the_web_framework_is_imported_only_inside_mam_web() -> None:
+    """Starlette, uvicorn and the metrics library belong to `mam serve` (mam/web/) alone: its command names the
+    app inside a function, so no other command loads them, nor fails where mam[web] is not installed."""
+    web = MAM / "web"
+    everything = [*_sources(MAM), *BACKEND_SOURCES]
+    wrong = {str(p.relative_to(ROOT)) for p in everything
+             if not p.is_relative_to(web) and any(n.split(".")[0] in WEB_FRAMEWORKS for n in _imports(p))}
+    assert wrong == set()
+    assert any(n.split(".")[0] == "starlette" for n in _imports(web / "routes.py"))  # the check sees them
+
+
 def test_the_checks_see_every_form_of_import() -> None:
     """The rules above can fail: each form a command could import another by is seen."""
     sources = {

@@ -35,6 +35,8 @@ def _assert_refused_write(ws: Workspace, env: dict[str, str], registry: Path, be
     proc = ws.mam("reconcile", "--apply", "--json", env=env)
     assert proc.returncode == 1, proc.stderr
     assert proc.stderr.startswith(f"mam: {registry}") and "Traceback" not in proc.stderr, proc.stderr
+    # the audit line could not be written either: said, after the error the user must read first
+    assert "mam: warning: the audit line for reconcile was not written" in proc.stderr.splitlines()[-1], proc.stderr
     assert json.loads(proc.stdout)["error"]["code"] == "operation_failed"
     assert registry.read_bytes() == before
     assert [p.name for p in registry.parent.iterdir() if p.name.endswith(".tmp")] == []

@@ -237,6 +237,10 @@ def test_a_worktree_on_a_remote_host_is_made_and_removed_there(remote: Remote, t
                           "--worktree", "--command", "sleep 600")
     place = repo / ".mam" / "worktrees" / "farwt"
     assert doc["worktree"]["path"] == str(place) and place.is_dir()  # type: ignore[index]
+    # Its .gitignore, written there by git (`git apply`, through the same route): the repository stays clean.
+    assert (repo / ".mam" / "worktrees" / ".gitignore").read_text().splitlines()[-1] == "*"
+    assert subprocess.run([*git, "status", "--porcelain"], capture_output=True, text=True, timeout=30,
+                          stdin=subprocess.DEVNULL).stdout == ""
     (place / "unsaved.txt").write_text("x\n")
     assert remote.mam_json("status")["sessions"][0]["worktree"]["uncommitted"] == 1  # type: ignore[index]
     assert remote.mam("stop", "farwt").returncode == 0
@@ -244,3 +248,27 @@ def test_a_worktree_on_a_remote_host_is_made_and_removed_there(remote: Remote, t
     assert refused.returncode == 1 and "unsaved.txt" in refused.stderr and place.is_dir()
     (place / "unsaved.txt").unlink()
     assert remote.mam("worktree", "remove", "farwt").returncode == 0 and not place.exists()
+
+
+def test_a_linked_worktrees_folder_on_the_host_is_refused(remote: Remote, tmp_path: Path) -> None:
+    """The `.mam` link check (docs/trust.md) held on this machine only: on a host, a repository whose `.mam` is a
+    link leading out of it had its worktree checked out wherever the link pointed. Now nothing is made (exit 2):
+    no worktree, no branch, no agent, nothing written where it points."""
+    repo, outside = tmp_path / "far repo", tmp_path / "outside"
+    repo.mkdir()
+    outside.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    for args in (["init", "-q"], ["commit", "-q", "--allow-empty", "-m", "first"]):
+        subprocess.run([*git, *args], check=True, capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
+    (repo / ".mam").symlink_to(outside)
+    server = remote.server()
+    proc = remote.mam("spawn", "farwt", "--server", server, "--host", remote.sshd.host, "--cwd", str(repo),
+                      "--worktree", "--command", "sleep 600")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "outside the repository" in proc.stderr or "symbolic link" in proc.stderr, proc.stderr
+    assert list(outside.iterdir()) == []
+    branches = subprocess.run([*git, "branch", "--list", "mam/*"], capture_output=True, text=True, timeout=30,
+                              stdin=subprocess.DEVNULL).stdout
+    registry = remote.ws.registry
+    assert branches == "" and (not registry.exists() or "farwt" not in registry.read_text())
+    assert "farwt" not in remote.tmux(server, "list-sessions", "-F", "#{session_name}").stdout

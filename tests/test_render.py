@@ -196,7 +196,8 @@ def test_at_80_columns_status_too_gives_way_and_a_long_reason_is_cut_last(monkey
 
     failed = "failed: nightly-job exited with status 3"
     sessions = [
-        {"name": "nightly-job", "backend": "tmux", "server": "work", "host": None, "status": "running", "live": "absent",
+        {"name": "nightly-job", "backend": "tmux", "server": "work", "host": None, "status": "running",
+         "live": "absent",
          "agent": None, "pane_id": "%3", "cwd": "/home/me/repo", "state": "unknown", "state_source": "none",
          "evidence": {"rule": None, "line": None, "fact": failed}},
         {"name": "coder-1", "backend": "tmux", "server": "work", "host": None, "status": "running",

@@ -204,3 +204,24 @@ def _remains_of(backend: Any, server: str, name: str, ctx: Any) -> Any:
     answer = backend.agent_remains(server, (name,), ctx)
     assert isinstance(answer, dict), answer
     return answer.get(name)
+
+
+def test_tmux_reads_a_killed_panes_signal_never_as_a_status(tmux: Tmux, tmp_path: Path) -> None:
+    """A pane killed by a signal has an empty status field and the signal after the separator: the read that
+    waits for tmux to reap it took the separator for white space and read signal 9 as exit status 9, so a
+    killed agent showed as one that failed (a flake of tests/test_ends_tmux.py under load, 6 runs of 24)."""
+    from mam.api import CallContext, SpawnRequest, poll_until
+    from mam_tmux.backend import TmuxBackend
+
+    server = tmux.name()
+    tmux.run(server, "new-session", "-d", "-s", "_mam_keepalive")
+    ctx = CallContext(timeout=10, env={**tmux.env, "MAM_TMUX_CONFIG": "/dev/null"})
+    backend = TmuxBackend()
+    for name in ("kill1", "kill2", "kill3"):
+        started = backend.spawn(server, SpawnRequest(name=name, agent=None, cwd=str(tmp_path),
+                                                     argv=("sh", "-c", "echo up; sleep 0.5; kill -9 $$")), ctx)
+        assert started.ok, started
+        found = poll_until(partial(_remains_of, backend, server, name, ctx), wait=20, interval=0.1)
+        assert found is not None and (found.exit_status, found.exit_signal) == (None, 9), found
+        # the reaped pane read the way a listing that came too early reads it: the signal, never a status
+        assert backend._dead_status(server, started.pane_id, ctx) == ("", "9")

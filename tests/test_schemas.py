@@ -407,6 +407,30 @@ def test_wait_on_several_and_send_on_herdr(ws: Workspace) -> None:
     assert checked(ws, "send", "alive-1", "more")["delivered"] is None
 
 
+def test_audit_of_a_refused_and_a_done_action(ws: Workspace) -> None:
+    """`mam audit --json` after a forget (done) and a stop of an unknown agent (refused), with a foreign line."""
+    ws.write_registry("version: 1\nsessions:\n  - {name: gone, server: s, status: stopped, backend: herdr}\n")
+    run(ws, "forget", "gone", "--json")
+    run(ws, "stop", "nobody", "--server", "s", "--json", expect=1)
+    with (ws.root / ".mam" / "audit.jsonl").open("a") as handle:
+        handle.write("not json\n")
+    doc = run(ws, "audit", "--json")
+    assert validator("audit.json").is_valid(doc)
+    assert [(e["action"], e["result"]) for e in doc["entries"]] == [("forget", "ok"), ("stop", "refused")]
+    assert doc["skipped"] == 1
+    # Strict but for `arguments`, each command's own (an open object): every field required, no other taken.
+    check = validator("audit.json")
+    for where in (doc, doc["entries"][0]):
+        for key in list(where):
+            value = where.pop(key)
+            assert not check.is_valid(doc), f"audit.json still accepts a document without {key!r}"
+            where[key] = value
+        where["an_undocumented_field"] = None
+        assert not check.is_valid(doc)
+        del where["an_undocumented_field"]
+    assert check.is_valid(doc)
+
+
 def test_docs_json_describes_every_schema() -> None:
     text = (Path(__file__).resolve().parent.parent / "docs" / "json.md").read_text()
     for name in sorted(set(COMMAND_SCHEMAS.values()) | SHARED):

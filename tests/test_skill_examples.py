@@ -158,6 +158,36 @@ def test_monitor_skill_examples(box: Agentbox) -> None:
     assert "--resume" in box.screen("coder-1")  # its conversation resumed, not a new one
 
 
+def test_monitor_skill_reports_unsaved_work_in_worktrees(box: Agentbox, tmp_path: Path) -> None:
+    """The monitor skill's worktree example, run as written over real worktrees: one with an uncommitted file and
+    a commit pushed nowhere (no upstream), one with a commit its upstream lacks, one git cannot read."""
+    env = {**box.env, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "GIT_CONFIG_GLOBAL": "/dev/null"}
+
+    def git(directory: Path, *args: str) -> None:
+        subprocess.run(["git", "-C", str(directory), *args], check=True, capture_output=True, timeout=30, env=env,
+                       stdin=subprocess.DEVNULL)
+
+    git(box.ws.root, "init", "-q")
+    git(box.ws.root, "commit", "-q", "--allow-empty", "-m", "first")
+    git(tmp_path, "init", "-q", "--bare", "origin.git")
+    git(box.ws.root, "remote", "add", "origin", str(tmp_path / "origin.git"))
+    for name in ("fixer", "pusher", "broken"):
+        proc = box.ws.mam("spawn", name, "--agent", "claude", "--server", box.server, "--worktree", env=box.env)
+        assert proc.returncode == 0, proc.stderr
+    places = box.ws.root / ".mam" / "worktrees"
+    git(places / "fixer", "commit", "-q", "--allow-empty", "-m", "fix")
+    (places / "fixer" / "notes.txt").write_text("unsaved\n")
+    git(places / "pusher", "push", "-q", "-u", "origin", "mam/pusher")
+    git(places / "pusher", "commit", "-q", "--allow-empty", "-m", "not pushed")
+    (places / "broken" / ".git").write_text("gitdir: /nonexistent\n")
+    [block] = [b for b in examples("multi-agent-mux-monitor") if "mam worktree list" in b]
+    lines = {line.split(" ", 1)[0]: line for line in box.run("multi-agent-mux-monitor", block).proc.stdout.splitlines()}
+    assert lines["fixer"].endswith(": dirty, 1 uncommitted file(s), 1 commit(s) since its base, no upstream")
+    assert lines["pusher"].endswith(": clean, 0 uncommitted file(s), 1 commit(s) since its base, 1 unpushed")
+    assert ": unknown (" in lines["broken"] and "clean" not in lines["broken"], lines
+
+
 def test_spawn_skill_finds_the_workspace_root_without_being_told(box: Agentbox) -> None:
     """No $MAM_WORKSPACE and no .mam yet: the agent and its row go to the folder that holds the installed skills'
     folder, never to the skill's own folder the example runs from."""

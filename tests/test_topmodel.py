@@ -22,6 +22,7 @@ from mam.live.topmodel import (
     Poller,
     TopRow,
     ago,
+    cell_of,
     columns_for,
     filtered,
     fingerprint,
@@ -69,6 +70,24 @@ def test_80_columns_keep_name_server_state_for_and_why() -> None:
     assert columns_for(160) == [c for c in COLUMNS if c != "work"]  # WORK only when an agent has a worktree
     assert columns_for(160, work=True) == list(COLUMNS)
     assert columns_for(80, work=True) == ["name", "server", "state", "for", "why"]
+
+
+def test_work_keeps_its_column_over_host_and_backend_and_else_rides_in_why() -> None:
+    """Issue 34, 2: WORK goes after HOST and BACKEND; where it is dropped the reason cell carries it."""
+    assert "work" in columns_for(120, work=True) and "host" not in columns_for(120, work=True)
+    row = TopRow("fixer", "tmux", "s1", "", "running", "alive", "idle", "screen", "at its prompt",
+                 work="mam/fixer 2 changed +1")
+    narrow = columns_for(80, work=True)
+    assert row.cells(0.0)[cell_of("why", narrow)] == "at its prompt [mam/fixer 2 changed +1]"
+    assert row.cells(0.0)[cell_of("why", columns_for(160, work=True))] == "at its prompt"
+    assert top_row("plain", "idle").cells(0.0)[cell_of("why", narrow)] == ""  # no worktree: nothing added
+
+
+def test_a_change_of_work_alone_is_a_change() -> None:
+    """A commit or an edit in an agent's worktree changes no state, but is news the pacer must not slow past."""
+    before = TopRow("fixer", "tmux", "s1", "", "running", "alive", "idle", "screen", "", work="mam/fixer clean")
+    after = TopRow("fixer", "tmux", "s1", "", "running", "alive", "idle", "screen", "", work="mam/fixer 1 changed")
+    assert fingerprint([before], []) != fingerprint([after], [])
 
 
 def test_the_pace_slows_while_nothing_changes_and_quickens_on_a_change() -> None:

@@ -617,7 +617,9 @@ class TmuxBackend:
                               timeout=ctx.timeout, env=ctx.env)
             if shown.returncode != 0:
                 return ("", "")  # the pane is gone: nothing more to learn
-            status, _, signal = shown.stdout.strip().partition(SEP)
+            # rstrip("\n") only: str.strip() takes the separator (\x1f) for white space, and a signal's record
+            # ("" SEP "9") became the status 9: a killed agent read as one that failed.
+            status, _, signal = shown.stdout.rstrip("\n").partition(SEP)
             return (status, signal) if status or signal else None
 
         return poll_until(reaped, wait=1.0, interval=POLL_INTERVAL) or ("", "")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Callable, Mapping
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -248,7 +249,7 @@ def _plan(app: App, row: Row, outcome: ServerOutcome, named: bool, library: Libr
     cwd = Path(step.spec["cwd"])
     # On another host the directory and the program are there: the start itself says when they are not. A
     # worktree's folder that is gone is made again from its branch first (_restore; refused when that is gone too).
-    remade = isinstance(step.spec.get("worktree"), dict) and cwd.is_absolute()
+    remade = _signed_worktree(step, trust) and cwd.is_absolute()
     if not remade and (not cwd.is_absolute() or (not row.host and not cwd.is_dir())):
         step.message = f"its directory {step.spec['cwd']} is not a directory any more"
         return step
@@ -321,11 +322,22 @@ def _claim(key: RowKey, seen: dict[str, Any], token: str, taken: list[Row], sign
     return change
 
 
+def _signed_worktree(step: Step, trust: SpecTrust) -> bool:
+    """Whether the spec records a worktree this user's mam signed: the only one restore re-makes. A consent is to
+    the argv, cwd and env shown, never to a `worktree:` a clone's row names (a repository and a folder anywhere,
+    where `git worktree add` would check out and run that repository's filters)."""
+    return step.spec is not None and isinstance(step.spec.get("worktree"), dict) and \
+        trust.verdict(step.row, step.spec) == "signed"
+
+
 def _consented_fields(step: Step, trust: SpecTrust) -> dict[str, Any]:
     """The spec the user consented to (written out when it was made from `agent` and `pane.cwd`) and its new
-    signature, so that later restores run it without asking."""
+    signature, so that later restores run it without asking; without a `worktree:` mam did not sign, so that
+    consent never makes it one mam may remove or re-make."""
     assert step.spec is not None
     spec = step.spec if step.row.spec is not None else dict(step.spec)
+    if isinstance(spec.get("worktree"), dict) and not _signed_worktree(step, trust):
+        spec = {k: v for k, v in spec.items() if k != "worktree"}
     return {"spec": spec, specsign.FIELD: trust.signature(step.row, spec)}
 
 
@@ -334,11 +346,22 @@ def _restore(app: App, step: Step, progress: bool, trust: SpecTrust) -> None:
     assert step.spec is not None and step.argv is not None
     assignments, step.env_missing = env_assignments(app, list(step.spec.get("env_names") or ()))
     kind = row.agent or step.spec.get("kind") or Path(step.argv[0]).name
+    with ExitStack() as held:
+        _restore_locked(app, step, progress, trust, assignments, kind, held)
+
+
+def _restore_locked(app: App, step: Step, progress: bool, trust: SpecTrust, assignments: list[str], kind: str,
+                    held: ExitStack) -> None:
+    row = step.row
+    assert step.spec is not None and step.argv is not None
     try:
-        if isinstance(step.spec.get("worktree"), dict):  # signed, or consented to: its folder, made again if gone
+        if _signed_worktree(step, trust):  # its folder, made again if gone; one consented to is not re-made
             from mam.agents.worktrees import name_lock, remake  # start-up: git only for an agent with a worktree
 
-            with remote_route(app.route(row.host or "")), name_lock(app.workspace.dot_mam, row.name):
+            # Held until the row is claimed, as spawn holds it: a `mam worktree remove` of the name never takes
+            # the folder between its re-making and the start of the agent in it.
+            held.enter_context(name_lock(app.workspace.dot_mam, row.name))
+            with remote_route(app.route(row.host or "")):
                 remake(step.spec["worktree"], app.timeout, app.backend_env)
         from mam.hooks.report import identity  # as spawn gives it (docs/hooks.md)
 

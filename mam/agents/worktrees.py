@@ -15,9 +15,9 @@ state (every change and untracked file, on top of HEAD) to a `mam/lost/NAME-DATE
 
 from __future__ import annotations
 
-import fcntl
 import os
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -27,13 +27,16 @@ from typing import Any
 
 from mam.calls.git import GitResult, git
 from mam.calls.route import remote_route
-from mam.registry import Row, RowKey
+from mam.calls.runner import elsewhere
+from mam.registry import LOCK_TIMEOUT, Row, RowKey
 from mam.servers.app import App
 from mam.util.errors import MamError
 from mam.util.quote import shown
-from mam.util.safefile import leads_inside
+from mam.util.safefile import leads_inside, lock_within
 
 FOLDER = ".mam/worktrees"
+# The refs a worktree holds of its own (git help worktree, "REFS"): they go with it, as its HEAD does.
+OWN_REFS = ("--glob=refs/worktree/*", "--glob=refs/bisect/*", "--glob=refs/rewritten/*")
 LOST_PREFIX = "mam/lost/"
 KEYS = ("path", "branch", "base", "repo")  # the strings of a spec's `worktree:`; and `made_by_mam`, a boolean
 
@@ -50,8 +53,8 @@ def place(repo: str, name: str) -> str:
 
 
 def _git(repo: str, args: list[str], timeout: float, env: Mapping[str, str],
-         extra_env: Mapping[str, str] | None = None) -> GitResult:
-    return git(repo, args, timeout=timeout, env=env, extra_env=extra_env)
+         extra_env: Mapping[str, str] | None = None, stdin: bytes | None = None) -> GitResult:
+    return git(repo, args, timeout=timeout, env=env, extra_env=extra_env, stdin=stdin)
 
 
 def _fail(what: str, result: GitResult, code: str = "operation_failed") -> MamError:
@@ -60,7 +63,10 @@ def _fail(what: str, result: GitResult, code: str = "operation_failed") -> MamEr
 
 def check_branch(directory: str, branch: str, timeout: float, env: Mapping[str, str]) -> None:
     """A name git takes for a new branch, asked of git itself (`check-ref-format --branch`); bad input else."""
-    if not branch or branch.startswith("-") or not branch.isprintable() or branch.startswith(LOST_PREFIX):
+    # `@` and `@{...}` git expands (HEAD, the branch checked out before): the row keeps the words, and a later
+    # `git branch -D` of them would delete whatever they name by then.
+    if not branch or branch.startswith("-") or not branch.isprintable() or branch.startswith(LOST_PREFIX) \
+            or branch == "@" or "@{" in branch or branch == LOST_PREFIX.rstrip("/"):
         raise MamError("usage", f"branch {shown(branch)}: not a branch name mam makes",
                        hint="a name like fix-login (mam/lost/ is where `mam worktree remove --force` saves work)")
     result = _git(directory, ["check-ref-format", "--branch", branch], timeout, env)
@@ -136,36 +142,86 @@ def confined(root: Path) -> Path:
     return folder
 
 
+def confined_there(repo: str, timeout: float, env: Mapping[str, str]) -> None:
+    """`confined` on another host, asked of git there (no shell): `.mam/worktrees`, else `.mam`, when there, must
+    be a folder of the repository itself (the same git folder); a link leading elsewhere would take the checkout
+    with it. Only `rev-parse` runs there, which reads a config and runs nothing of it."""
+    own = _git(repo, ["rev-parse", "--absolute-git-dir"], timeout, env)
+    if not own.ok:
+        raise _fail(f"could not ask git about {repo}", own)
+    for folder in (f"{repo}/{FOLDER}", f"{repo}/.mam"):
+        found = _git(folder, ["rev-parse", "--absolute-git-dir"], timeout, env)
+        if not found.ok and "cannot change to" in found.stderr:
+            continue  # not there (yet): git makes it a folder
+        if not found.ok or not _same(found.stdout.rstrip("\n"), own.stdout.rstrip("\n")):
+            raise MamError("invalid_workspace", f"{folder}: leads outside the repository {repo} (a symbolic link?): "
+                           "mam makes no worktree through it", hint="remove the link; mam makes .mam/worktrees itself")
+        return
+
+
 @contextmanager
 def name_lock(dot_mam: Path, name: str) -> Iterator[None]:
     """Held by a spawn that makes NAME's worktree and by a remove of it, so neither sees the other half done.
     The file lives in the folder mam makes under .mam/ (opened without following a link)."""
     folder = confined(dot_mam.parent)
-    folder.mkdir(parents=True, exist_ok=True)
-    fd = os.open(folder / f".{name}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(folder / f".{name}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as exc:  # a clone can carry a file there, or a link as the lock: refused, never followed
+        raise MamError("invalid_workspace", f"{folder}: cannot hold the lock of {name}'s worktree: "
+                       f"{exc.strerror}", hint="mam makes .mam/worktrees and its .NAME.lock files itself: move "
+                       "what is there away") from None
+    try:
+        # Bounded, as the registry's lock is: a spawn holding it may wait on a question at a terminal for good.
+        if not lock_within(fd, LOCK_TIMEOUT):
+            raise MamError("operation_failed", f"{name}'s worktree is locked by another mam command (a spawn, "
+                           "restore or remove of that name)", hint="retry when the other mam command has finished")
         yield
     finally:
         os.close(fd)
 
 
+IGNORE_TEXT = b"# mam's agent worktrees (mam spawn --worktree): not part of the repository\n*\n"
+
+
 def _ignore_folder(repo: str) -> None:
-    """`.mam/worktrees/.gitignore` holding `*`: the worktrees never show in the repository's `git status`
-    (on this machine only; on another host git lists the folder as untracked, which loses nothing)."""
+    """`.mam/worktrees/.gitignore` holding `*`: the worktrees never show in the repository's `git status`."""
     folder = Path(repo) / FOLDER
     ignore = folder / ".gitignore"
     folder.mkdir(parents=True, exist_ok=True)
     if not ignore.exists() and not ignore.is_symlink():
         fd = os.open(ignore, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
         try:
-            os.write(fd, b"# mam's agent worktrees (mam spawn --worktree): not part of the repository\n*\n")
+            os.write(fd, IGNORE_TEXT)
         finally:
             os.close(fd)
 
 
+def _ignore_patch() -> bytes:
+    """A patch that makes `.mam/worktrees/.gitignore` (IGNORE_TEXT), for `git apply`."""
+    lines = IGNORE_TEXT.splitlines(keepends=True)
+    name = f"{FOLDER}/.gitignore".encode()
+    return (b"diff --git a/" + name + b" b/" + name + b"\nnew file mode 100644\n--- /dev/null\n+++ b/" + name
+            + b"\n@@ -0,0 +1," + str(len(lines)).encode() + b" @@\n" + b"".join(b"+" + line for line in lines))
+
+
+def _ignore_there(repo: str, timeout: float, env: Mapping[str, str]) -> None:
+    """The same `.gitignore` on another host, written by git itself through the same transport (no shell, no
+    `tee`): `git apply` of a patch that makes the file. git creates it only when nothing is at that name
+    (O_EXCL: an existing file or link is left as it is) and refuses a path beyond a symbolic link, which mam
+    cannot look at there: then nothing is made (exit 2), as a `.mam` link leading out is refused here."""
+    done = _git(repo, ["apply", "--", "-"], timeout, env, stdin=_ignore_patch())
+    if done.ok or "already exists in working directory" in done.stderr:
+        return
+    if "beyond a symbolic link" in done.stderr:
+        raise MamError("invalid_workspace", f"{repo}/{FOLDER}: a symbolic link on the way there: mam makes no "
+                       "worktree through it", hint="remove the link; mam makes .mam/worktrees itself")
+    raise _fail(f"could not write {repo}/{FOLDER}/.gitignore", done)
+
+
 def make(directory: str, name: str, branch: str, timeout: float, env: Mapping[str, str], *,
-         local: bool, registered: Mapping[str, Any] | None = None) -> dict[str, Any]:
+         local: bool, registered: Mapping[str, Any] | None = None, created: list[bool] | None = None
+         ) -> dict[str, Any]:
     """Make NAME's worktree of the repository of `directory` on `branch` (new from HEAD, or the existing branch)
     and return what the spec keeps. `registered`: the worktree the row of NAME already records (signed), the only
     one that may be reused, and only when it is clean. Bad input (exit 2) before anything is made."""
@@ -173,6 +229,8 @@ def make(directory: str, name: str, branch: str, timeout: float, env: Mapping[st
     repo = repository(directory, timeout, env)
     if local:
         confined(Path(repo))  # the repository of --cwd has a .mam of its own
+    else:
+        confined_there(repo, timeout, env)
     target = place(repo, name)
     entries = listed(repo, timeout, env)
     ref = f"refs/heads/{branch}"
@@ -180,12 +238,14 @@ def make(directory: str, name: str, branch: str, timeout: float, env: Mapping[st
     at_target = next((e for e in entries if _same(e.path, target)), None)
     if here is not None or at_target is not None:
         return _reuse(here or at_target, branch, target, registered, timeout, env)  # type: ignore[arg-type]
-    if local and (os.path.lexists(target)):
+    if _occupied(target, local, timeout, env):
         raise MamError("operation_failed", f"{target}: already there and not a worktree of {repo}: left as it is",
                        hint="move it away, or pick another agent name")
     exists = _git(repo, ["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], timeout, env)
     if local:
         _ignore_folder(repo)
+    else:
+        _ignore_there(repo, timeout, env)
     if exists.ok:
         base = exists.stdout.strip()
         made = _git(repo, ["worktree", "add", "--", target, branch], timeout, env)
@@ -197,8 +257,40 @@ def make(directory: str, name: str, branch: str, timeout: float, env: Mapping[st
         base = head.stdout.strip()
         made = _git(repo, ["worktree", "add", "-b", branch, "--", target, base], timeout, env)
     if not made.ok:
+        _undo(repo, target, None if exists.ok else (branch, base), timeout, env)
         raise _fail(f"could not make the worktree {target} on branch {branch}", made)
+    if created is not None:  # made here (not reused), and whether its branch was made too: `unmake` undoes both
+        created.append(not exists.ok)
     return {"path": target, "branch": branch, "base": base, "repo": repo, "made_by_mam": True}
+
+
+def unmake(record: Mapping[str, Any], new_branch: bool, timeout: float, env: Mapping[str, str]) -> None:
+    """Undo a `make` whose agent never started (its row could not be claimed): under the name's lock, nothing but
+    the checkout is in it. Left as it is when it is no longer as made (then `mam worktree remove` rules)."""
+    path, repo = str(record["path"]), str(record["repo"])
+    found = losses(path, str(record["branch"]), timeout, env, delete_branch=False)
+    if found.nothing:
+        _undo(repo, path, (str(record["branch"]), str(record["base"])) if new_branch else None, timeout, env)
+
+
+def _occupied(path: str, local: bool, timeout: float, env: Mapping[str, str]) -> bool:
+    """Whether something (a folder, a file, a link, dangling or not) is at `path`: `git worktree add` would check
+    out through a link to an empty folder, wherever it leads. On another host, asked of git there."""
+    if local:
+        return os.path.lexists(path)
+    there = git(path, ["rev-parse", "--absolute-git-dir"], timeout=timeout, env=env, bare=False)
+    return there.ok or "cannot change to" not in there.stderr or "No such file" not in there.stderr
+
+
+def _undo(repo: str, target: str, new_branch: tuple[str, str] | None, timeout: float,
+          env: Mapping[str, str]) -> None:
+    """A `git worktree add` that failed (a time limit hit mid-checkout) leaves a locked, half-checked-out worktree
+    and its new branch, which no row records: every later spawn of the name was refused. Under the name's lock,
+    the place was free before: what git lists there is this add's alone, and holds nothing but the checkout."""
+    if any(_same(e.path, target) for e in listed(repo, timeout, env)[1:]):
+        _git(repo, ["worktree", "remove", "--force", "--force", "--", target], timeout, env)
+    if new_branch is not None:  # made by this add at `base`: deleted only while it is still there
+        _git(repo, ["update-ref", "-d", f"refs/heads/{new_branch[0]}", new_branch[1]], timeout, env)
 
 
 def _reuse(entry: Listed, branch: str, target: str, registered: Mapping[str, Any] | None, timeout: float,
@@ -263,12 +355,15 @@ def losses(path: str, branch: str, timeout: float, env: Mapping[str, str], *, de
         if len(entry) < 4:
             continue
         (found.untracked if entry[:2] == "??" else found.changed).append(entry[3:])
+    # An untracked folder git shows as one entry, even with --untracked-files=all, is a repository of its own: `git
+    # add` would save only a link to its HEAD, and its commits and files would go. Kept, as a submodule is.
+    found.submodules = [p for p in found.untracked if p.endswith("/")]
     # Commits HEAD reaches that no ref that stays reaches: every branch (but this one, when it goes), tag and
     # remote-tracking ref. The worktree's own HEAD goes with it; its branch stays unless delete_branch.
     # --exclude before --branches takes the name without refs/heads/ (git help rev-list); check-ref-format
     # keeps glob characters out of a branch's name.
     keep = [f"--exclude={branch}"] if delete_branch else []
-    reach = _git(path, ["rev-list", "--max-count=1000", "HEAD", "--not", *keep, "--branches", "--tags",
+    reach = _git(path, ["rev-list", "--max-count=1000", "HEAD", *OWN_REFS, "--not", *keep, "--branches", "--tags",
                         "--remotes"], timeout, env)
     if not reach.ok and _git(path, ["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], timeout, env).ok:
         found.unreadable = f"git rev-list: {reach.why}"
@@ -279,15 +374,16 @@ def losses(path: str, branch: str, timeout: float, env: Mapping[str, str], *, de
         found.unreadable = f"git submodule status: {subs.why}"
         return found
     # A line starts with ' ', '+', 'U' when the submodule is checked out, '-' when it is not.
-    found.submodules = [line[1:].split(" ")[1] if " " in line[1:] else line for line in subs.lines()
-                        if line and line[0] != "-"]
+    found.submodules += [line[1:].split(" ")[1] if " " in line[1:] else line for line in subs.lines()
+                         if line and line[0] != "-"]
     return found
 
 
-def save(path: str, name: str, timeout: float, env: Mapping[str, str]) -> str:
+def save(path: str, name: str, timeout: float, env: Mapping[str, str], also: str | None = None) -> str:
     """Commit the worktree's whole state (every change and untracked file that is not ignored, on top of HEAD)
     to a new branch `mam/lost/NAME-DATE`, through a private index: the worktree, its index and its branch stay
-    as they were. Returns the branch."""
+    as they were. `also`: a branch about to be deleted, whose tip becomes a second parent (HEAD may have moved
+    off it, leaving commits only it holds). Returns the branch."""
     git_dir = _git(path, ["rev-parse", "--absolute-git-dir"], timeout, env)
     if not git_dir.ok:
         raise _fail(f"{path}: could not find its git folder", git_dir)
@@ -312,6 +408,16 @@ def save(path: str, name: str, timeout: float, env: Mapping[str, str]) -> str:
         except OSError:
             pass
     parents = ["-p", head.stdout.strip()] if head.ok else []
+    tip = _git(path, ["rev-parse", "--verify", "--quiet", f"refs/heads/{also}^{{commit}}"], timeout, env) \
+        if also else None
+    if tip is not None and tip.ok and tip.stdout.strip() != head.stdout.strip():
+        parents += ["-p", tip.stdout.strip()]
+    own = _git(path, ["rev-parse", *OWN_REFS], timeout, env)  # go with the worktree: their tips are kept too
+    if not own.ok:
+        raise _fail(f"{path}: could not read its own refs", own)
+    for sha in dict.fromkeys(own.lines()):
+        if sha not in parents:
+            parents += ["-p", sha]
     who = {"GIT_AUTHOR_NAME": "mam", "GIT_AUTHOR_EMAIL": "mam@localhost", "GIT_COMMITTER_NAME": "mam",
            "GIT_COMMITTER_EMAIL": "mam@localhost"}
     commit = _git(path, ["commit-tree", tree.stdout.strip(), *parents, "-m",
@@ -378,7 +484,7 @@ def remove(record: Mapping[str, Any], name: str, timeout: float, env: Mapping[st
     elif not force or found.unreadable or found.submodules:
         return Removal(False, found)
     else:
-        saved = save(entry.path, name, timeout, env)
+        saved = save(entry.path, name, timeout, env, branch if delete_branch else None)
     done = _git(repo, ["worktree", "remove", *(["--force"] if saved else []), "--", entry.path], timeout, env)
     if not done.ok:
         raise _fail(f"could not remove the worktree {entry.path}" + (f" (its work is saved in {saved})" if saved
@@ -438,6 +544,16 @@ def remake(record: Mapping[str, Any], timeout: float, env: Mapping[str, str]) ->
     if not _git(repo, ["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}^{{commit}}"], timeout, env).ok:
         raise MamError("operation_failed", f"its worktree {path} and its branch {branch} are both gone: nothing to "
                        "start it in", hint="`mam spawn` it again with --worktree, or `mam forget` it")
+    # As spawn checks: a pull can bring a link to .mam/worktrees or to the place itself (the folder's `*` ignore
+    # keeps no tracked file out), and the checkout, then the agent, would go where it leads.
+    local = elsewhere() is None
+    if local:
+        confined(Path(repo))
+    else:
+        confined_there(repo, timeout, env)
+    if _occupied(path, local, timeout, env):
+        raise MamError("operation_failed", f"{path}: something else is there now (a link?): its worktree is not "
+                       "made again through it", hint="move it away, then `mam restore` again")
     made = _git(repo, ["worktree", "add", "--", path, branch], timeout, env)
     if not made.ok:
         raise _fail(f"could not make its worktree {path} again on branch {branch}", made)
@@ -526,17 +642,37 @@ def state_of(record: Mapping[str, Any], timeout: float, env: Mapping[str, str]) 
     moved = bool(base) and head != base
     return {"state": "dirty" if files else "clean", "branch": record.get("branch"), "uncommitted": files,
             "unpushed": ahead, "upstream": upstream, "head": head, "moved": moved,
-            "ahead": _ahead_of_base(path, base, timeout, env) if moved else (0 if base else None), "why": None}
+            "ahead": _ahead_of_base(path, base, head, timeout, env) if moved else (0 if base else None), "why": None}
 
 
-def _ahead_of_base(path: str, base: str, timeout: float, env: Mapping[str, str]) -> int | None:
+# The counts already made, by (folder, base, head): a commit's id names its ancestry, so the count of BASE..HEAD
+# never changes. A live view (`mam top`, one process) then asks git once more per worktree only after a commit;
+# bounded, the oldest dropped first.
+_COUNTED: dict[tuple[str, str, str], int] = {}
+_COUNTED_MOST = 512
+_counted_lock = threading.Lock()
+
+
+def _ahead_of_base(path: str, base: str, head: str, timeout: float, env: Mapping[str, str]) -> int | None:
     """The commits on HEAD since the worktree's base (`git rev-list --count BASE..HEAD`). A second git call, made
-    only for a worktree whose HEAD moved: `git status` counts against an upstream only. None when unread."""
-    if not _SHA.fullmatch(base):  # a row's base is a commit id; anything else is not passed to git
+    only for a worktree whose HEAD moved and only once per HEAD in a process: `git status` counts against an
+    upstream only (git 2.39 has no one call for the work and a count against another commit). None when
+    unread."""
+    if not _SHA.fullmatch(base) or not _SHA.fullmatch(head):  # a row's base is a commit id; nothing else to git
         return None
-    result = git(path, ["rev-list", "--count", f"{base}..HEAD", "--"], timeout=timeout, env=env, bare=False)
+    key = (path, base, head)
+    with _counted_lock:
+        if key in _COUNTED:
+            return _COUNTED[key]
+    result = git(path, ["rev-list", "--count", f"{base}..{head}", "--"], timeout=timeout, env=env, bare=False)
     text = result.stdout.strip()
-    return int(text) if result.ok and text.isdigit() else None
+    if not (result.ok and text.isdigit()):
+        return None
+    with _counted_lock:
+        _COUNTED[key] = int(text)
+        while len(_COUNTED) > _COUNTED_MOST:
+            del _COUNTED[next(iter(_COUNTED))]
+    return int(text)
 
 
 def prune_repository(repo: str, timeout: float, env: Mapping[str, str]) -> None:
@@ -561,14 +697,21 @@ def read_states(app: App, rows: Sequence[Row]) -> Callable[[], dict[RowKey, dict
     pool = ThreadPoolExecutor(max_workers=min(8, len(chosen)))
     futures = {row.key: pool.submit(read, row) for row in chosen}
     pool.shutdown(wait=False)
+    # All of them within the one time limit, as a server's query is: a registry (a clone's) can hold any number
+    # of rows naming a folder where git is slow, and 8 at a time would add a limit per 8 rows.
+    deadline = time.monotonic() + app.timeout + 1
 
     def collect() -> dict[RowKey, dict[str, Any]]:
         found: dict[RowKey, dict[str, Any]] = {}
         for row in chosen:
             try:
-                found[row.key] = futures[row.key].result()
+                found[row.key] = futures[row.key].result(max(0.0, deadline - time.monotonic()))
             except MamError as exc:  # a host that cannot be reached: unknown, never clean
                 found[row.key] = unread((row.spec or {}).get("worktree") or {}, exc.message)
+            except TimeoutError:  # not begun (cancelled) or still running (ends within its own limit)
+                futures[row.key].cancel()
+                found[row.key] = unread((row.spec or {}).get("worktree") or {},
+                                        f"not read within {app.timeout:g}s, with the other worktrees")
         return found
 
     return collect

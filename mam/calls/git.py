@@ -68,9 +68,10 @@ NO_BARE = ("-c", "safe.bareRepository=explicit")
 
 
 def git(directory: str, args: Sequence[str], *, timeout: float, env: Mapping[str, str],
-        extra_env: Mapping[str, str] | None = None, bare: bool = True) -> GitResult:
+        extra_env: Mapping[str, str] | None = None, bare: bool = True, stdin: bytes | None = None) -> GitResult:
     """`git -C directory PINNED args`, `directory` and every argument passed as one argv word each. `bare`
-    False: a bare repository at `directory` is refused (NO_BARE), for a folder the user did not name."""
+    False: a bare repository at `directory` is refused (NO_BARE), for a folder the user did not name. `stdin`:
+    bytes git reads (a patch for `git apply -`), then end of file."""
     argv = ["git", "-C", directory, *PINNED, *(() if bare else NO_BARE), *args]
     environment = git_env(env)
     environment.update(extra_env or {})
@@ -80,6 +81,6 @@ def git(directory: str, args: Sequence[str], *, timeout: float, env: Mapping[str
         unset = [word for name in UNSET for word in ("-u", name)]
         pinned = [f"{k}={v}" for k, v in environment.items() if k not in KEPT or k == "LC_ALL"]
         argv = ["env", *unset, *pinned, *argv]
-    result = run(argv, timeout=timeout, env=environment)
+    result = run(argv, timeout=timeout, env=environment, stdin=stdin)
     ok = result.returncode == 0 and result.transport_error is None
     return GitResult(ok, result.stdout, result.stderr, result.returncode, "" if ok else _why(result))

@@ -7,7 +7,7 @@ import click
 import typer
 
 from mam import __version__
-from mam.cli import agents, hooks, interact, queries, tools, top
+from mam.cli import agents, hooks, interact, queries, serve, tools, top
 from mam.cli.context import State, show_help
 
 DESCRIPTION = "mam, the multi-agent mux: track the coding agents running in terminal multiplexer panes."
@@ -34,8 +34,8 @@ environment:
 \b
 exit codes: 0 done (drift and unknown servers are findings), 1 an operation failed, 2 bad input,
 3 backend or its binary not found, 4 a backend plugin failed to load.
-Every command but exec, attach and top takes --json, after the command or before it (exec and attach
-run the backend's own client; top is a live view).
+Every command but exec, attach, top and serve takes --json, after the command or before it (exec and
+attach run the backend's own client; top is a live view; serve a server).
 Shell completion: mam --install-completion (bash, zsh or fish)."""
 
 SETTINGS: dict[str, Any] = {"help_option_names": ["-h", "--help"]}
@@ -118,6 +118,10 @@ _add(app, "attach", interact.attach, "Put this terminal in front of an agent's p
 _add(app, "top", top.top, "A full-screen live view of every agent, blocked ones first; keys attach, peek, send, "
                          "answer, stop, restore and filter. Needs a terminal and Textual (mam[top]).",
      "A full-screen live view of every agent, blocked first; keys act on the selected one.")
+_add(app, "serve", serve.serve, "Serve the fleet on a web page and over HTTP (the view of top, its actions, an event "
+                                 "stream, Prometheus metrics) on 127.0.0.1:8765; any other --bind address needs "
+                                 "--token-file. Needs mam[web].",
+     "Serve the fleet on a web page and over HTTP, with metrics (127.0.0.1 unless --bind).")
 _add(app, "bootstrap", agents.bootstrap, "Start a server of the selected backend if it is down, with a scrubbed "
                                          "environment.")
 _add(app, "spawn", agents.spawn, "Start an agent in a new pane or session, registered at once; starts its server "

@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 
 # Why a command takes no --json, where there is more to say than that it has none.
 NO_JSON_BECAUSE = {"mam exec": "its output is the backend's own", "mam attach": "it runs the backend's own client",
-                   "mam top": "it is a live view; `mam status --json` prints the same rows once"}
+                   "mam top": "it is a live view; `mam status --json` prints the same rows once",
+                   "mam serve": "it is a server; its API answers in JSON (docs/serve.md)"}
 
 
 @dataclass

@@ -19,7 +19,7 @@ Agents = Annotated[list[str] | None, typer.Option(
 DryRun = Annotated[bool, typer.Option("--dry-run", help="show the diff, change nothing")]
 
 
-def _run(ctx: typer.Context, as_json: bool, agents: list[str] | None, step: Any) -> int:
+def _run(ctx: typer.Context, as_json: bool, agents: list[str] | None, step: Any, verb: str | None = None) -> int:
     call = begin(ctx, as_json)
     from mam.hooks.ops import PLAIN, chosen
     from mam.util.render import visible
@@ -40,8 +40,31 @@ def _run(ctx: typer.Context, as_json: bool, agents: list[str] | None, step: Any)
                                  else f"{change.agent}: {change.file}: {said}"))
         if change.diff and not call.json and change.action.startswith("would"):
             lines.extend(visible(line) for line in change.diff.rstrip("\n").split("\n"))
+    if verb is not None:
+        _record(call.workspace, verb, changes)
     emit(doc, call.json, "\n".join(lines))
     return 1 if any(c.action == "refused" for c in changes) else 0
+
+
+def _record(workspace: str | None, verb: str, changes: list[Any]) -> None:
+    """Each change of the agents' hook files in the audit trail of the workspace, when it has a `.mam` already:
+    the files are the user's, not a workspace's, so no `.mam` is made for them."""
+    acted = [c for c in changes if c.action in ("installed", "uninstalled", "refused")]
+    if not acted:
+        return
+    from mam.audit.trail import record
+    from mam.config.workspace import open_workspace
+
+    try:
+        dot_mam = open_workspace(workspace).dot_mam
+    except Exception:  # a workspace mam cannot open: the hooks were written, there is no trail to add to
+        return
+    if not dot_mam.is_dir():
+        return
+    for change in acted:
+        record(dot_mam, verb, None, {"kind": change.agent, "file": change.file},
+               "refused" if change.action == "refused" else "ok", 1 if change.action == "refused" else 0,
+               change.message)
 
 
 def install(ctx: typer.Context, agent: Agents = None, dry_run: DryRun = False,
@@ -59,7 +82,7 @@ def install(ctx: typer.Context, agent: Agents = None, dry_run: DryRun = False,
 
             raise MamError("usage", "--absolute: cannot tell this mam's path (run it as the `mam` script)")
         common.use_absolute(path)
-    code = _run(ctx, as_json, agent, lambda kind, env: step(kind, env, dry_run, bool(agent)))
+    code = _run(ctx, as_json, agent, lambda kind, env: step(kind, env, dry_run, bool(agent)), "hooks install")
     if not absolute:
         _warn_of_another_mam(common)
     return code
@@ -82,7 +105,7 @@ def _warn_of_another_mam(common: Any) -> None:
 def uninstall(ctx: typer.Context, agent: Agents = None, dry_run: DryRun = False, as_json: Json = False) -> int:
     from mam.hooks.ops import uninstall as step
 
-    return _run(ctx, as_json, agent, lambda kind, env: step(kind, env, dry_run))
+    return _run(ctx, as_json, agent, lambda kind, env: step(kind, env, dry_run), "hooks uninstall")
 
 
 def status(ctx: typer.Context, agent: Agents = None, as_json: Json = False) -> int:

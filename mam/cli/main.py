@@ -43,6 +43,9 @@ def _fail(error: MamError, as_json: bool) -> NoReturn:
     from mam.util.render import visible  # a message may quote a path or a name: never raw escapes, always one line
 
     _say(sys.stderr, f"mam: {visible(error.message)}\n" + (f"hint: {visible(error.hint)}\n" if error.hint else ""))
+    trail = sys.modules.get("mam.audit.trail")  # loaded only by a command that acts
+    if trail is not None:
+        _say(sys.stderr, "".join(trail.held()))
     if as_json:
         _say(sys.stdout, json.dumps(error.as_json()) + "\n")
     _say(sys.stdout, "")

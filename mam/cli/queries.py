@@ -1,4 +1,5 @@
-"""The commands that ask and report: status, watch, reconcile, ls, backends, env, version. None starts a server."""
+"""The commands that ask and report: status, watch, reconcile, ls, audit, backends, env, version. None starts
+a server."""
 
 import math
 import sys
@@ -267,6 +268,31 @@ def ls(ctx: typer.Context,
     return 1 if outcome.state is ServerState.UNKNOWN else 0
 
 
+def audit(ctx: typer.Context,
+          since: Annotated[str | None, typer.Option(
+              "--since", metavar="T", help="only lines since T: an age (90s, 15m, 2h, 3d) or an ISO 8601 date or "
+                                           "time (UTC unless it says)")] = None,
+          agent: Annotated[str | None, typer.Option(
+              "--agent", metavar="NAME", autocompletion=complete.agents, help="only the lines about this agent")
+          ] = None,
+          limit: Annotated[int, typer.Option(
+              "--limit", metavar="N", help="the last N lines that match (default 100; 0: all)")] = 100,
+          as_json: Json = False) -> int:
+    call = begin(ctx, as_json)
+    from mam.audit.reading import audit_document, audit_text, parse_since
+    from mam.config.workspace import open_workspace
+
+    if limit < 0:
+        raise MamError("usage", f"--limit {limit}: expected 0 (all) or more")
+    since_time = None if since is None else parse_since(since, time.time())
+    doc = audit_document(open_workspace(call.workspace).dot_mam, since_time, agent, limit)
+    if doc["skipped"]:
+        sys.stderr.write(f"mam: warning: {doc['skipped']} line(s) of the audit trail are not its own (torn or "
+                         "foreign): skipped\n")
+    emit(doc, call.json, None if call.json else audit_text(doc))
+    return 0
+
+
 def backends(ctx: typer.Context, as_json: Json = False) -> int:
     call = begin(ctx, as_json)
     from mam.commands.inspect import backends_document
@@ -284,23 +310,6 @@ def env(ctx: typer.Context, as_json: Json = False) -> int:
 
     doc = env_document(call.open())
     emit(doc, call.json, None if call.json else render.env_text(doc))
-    return 0
-
-
-def audit(ctx: typer.Context,
-          since: Annotated[str | None, typer.Option("--since", metavar="WHEN",
-                                                    help="only lines since then: an age (30m, 2h, 7d) or a UTC date "
-                                                    "and time (2026-12-06T13:00)")] = None,
-          agent: Annotated[str | None, typer.Option("--agent", metavar="NAME", help="only lines about this agent")
-                           ] = None,
-          limit: Annotated[int | None, typer.Option("--limit", metavar="N", help="only the last N lines")] = None,
-          as_json: Json = False) -> int:
-    call = begin(ctx, as_json)
-    from mam.commands.audit import audit_document
-    from mam.util import render
-
-    doc = audit_document(call.open(), since, agent, limit)
-    emit(doc, call.json, None if call.json else render.audit_text(doc))
     return 0
 
 

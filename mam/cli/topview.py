@@ -31,6 +31,7 @@ from mam.live.topmodel import (
     TopRow,
     ago,
     as_sessions,
+    cell_of,
     columns_for,
     filtered,
     fingerprint,
@@ -375,7 +376,7 @@ class TopApp(App[None]):
             fixed = kept[row] = self._fixed.get(row) or self._fixed_cells(row)
             ages = "dim" if row.stale or row.ended else ""
             out[_key_of(row)] = [(ago(row.said_at, now), ages) if c == "age" else (ago(row.since, now), ages)
-                                 if c == "for" else fixed[c] for c in columns]
+                                 if c == "for" else fixed[cell_of(c, columns)] for c in columns]
         self._fixed = kept  # the rows of this draw only: the cache never outgrows the table
         return out
 

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from mam.agents.rows import rows_named, snapshot, unchanged_rows
-from mam.audit.trail import audited
+from mam.audit.trail import Entry, audited
 from mam.registry import ACTIVE_STATUSES, Row
 from mam.servers.app import App
 from mam.util.errors import MamError
@@ -49,7 +49,12 @@ def _remove(rows: Sequence[Row], dry_run: bool, app: App) -> dict[str, Any]:
             "removed": sorted(removed, key=lambda e: (e["backend"], e["server"], e["name"]))}
 
 
-@audited("forget", agent=lambda bound: ",".join(bound["names"]) or None, unless="dry_run")
+def _each_removed(doc: dict[str, Any]) -> list[Entry]:
+    """The audit trail's line per row removed."""
+    return [(r["name"], "ok", f"removed from {r['backend']} server {r['server']}") for r in doc["removed"]]
+
+
+@audited("forget", agent=lambda bound: ",".join(bound["names"]) or None, unless="dry_run", each=_each_removed)
 def forget_document(app: App, names: Sequence[str], server: str | None, *, force: bool = False,
                     dry_run: bool = False) -> dict[str, Any]:
     for name in names:
@@ -109,7 +114,7 @@ def parse_days(text: str | None) -> float | None:
     return days
 
 
-@audited("prune", agent=lambda bound: None, unless="dry_run")
+@audited("prune", agent=lambda bound: None, unless="dry_run", each=_each_removed)
 def prune_document(app: App, statuses: Sequence[str] = PRUNABLE, older_than: float | None = None, *,
                    dry_run: bool = False) -> dict[str, Any]:
     wrong = sorted(set(statuses) & ACTIVE_STATUSES)

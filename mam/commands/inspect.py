@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 from typing import Any
 
+from mam.audit.trail import audited
 from mam.plugin.records import OPERATIONS, ServerOutcome, ServerState, implemented_operations, missing_methods
 from mam.servers.app import App
 from mam.servers.availability import require_binary
@@ -46,6 +47,7 @@ def _worktrees_listed(app: App, server: str, host: str, names: set[str]) -> dict
     return {r.name: found[r.key] for r in rows if r.key in found}
 
 
+@audited("bootstrap", agent=lambda bound: None)
 def bootstrap_document(app: App, server: str, host: str | None = None) -> dict[str, Any]:
     check_name(server, "server name")
     there = chosen_host(app, host)

@@ -104,16 +104,17 @@ def send_document(app: App, name: str, text: str, enter: bool, server: str | Non
     app.plugins.require(backend, "send_text")  # a backend that cannot type is refused before anything runs
     if "\n" in text and not getattr(backend, "pastes_lines", False):  # it would type each line and submit it
         raise MamError("operation_failed", f"the {row.backend} backend cannot send several lines as one paste; "
-                       "nothing was sent", hint="send the text as one line")
+                       "nothing was sent", hint="send the text as one line", refusal=True)
     agent, entry = _looked(app, row)
     state = entry["state"]
     if state == "blocked" and not answer:
         raise MamError("operation_failed", f"{row.name} is blocked on a question: {question_of(entry)}; a prompt "
                        "would land in it, so nothing was sent",
-                       hint=f"answer it with `mam send {row.name} --answer TEXT` (add --enter to submit)")
+                       hint=f"answer it with `mam send {row.name} --answer TEXT` (add --enter to submit)", refusal=True)
     if answer and state != "blocked":
         raise MamError("operation_failed", f"{row.name} is {state}, not blocked: there is no question to answer; "
-                       "nothing was sent", hint=f"send a prompt with `mam send {row.name} TEXT`")
+                       "nothing was sent", hint=f"send a prompt with `mam send {row.name} TEXT`",
+                       refusal=True)
     with remote_route(app.route(row.host)):  # typed where the agent runs
         result = app.plugins.send_text(backend, row.server, agent, text, enter, call_context(app))
     if not result.ok:

@@ -26,7 +26,7 @@ from mam.agents.launch import (
     write_change,
 )
 from mam.agents.rows import rows_named, rows_on, session_entry
-from mam.audit.trail import audited
+from mam.audit.trail import OUTCOMES, Entry, audited
 from mam.calls import runner  # runner.run looked up at each call: the test kit's fake runner stands in
 from mam.calls.route import remote_route
 from mam.kinds.library import agent_programs
@@ -187,12 +187,12 @@ def _consent_to_words(name: str, entry: dict[str, Any], trust_spec: bool,
                        f"(a kind's programs), which no signature covers: not run; it would run "
                        f"`{shlex.join(entry['argv'])}`",
                        hint="read its argv, then the same `mam spawn` with --trust-spec runs it and signs it as "
-                            "yours; or run the program you mean with --command")
+                            "yours; or run the program you mean with --command", refusal=True)
     raise MamError("operation_failed", f"{name}: its argv holds words from this workspace's .mam/states.yaml, "
                    f"which no signature covers: not run; it would run `{shlex.join(entry['argv'])}`, without the "
                    f"workspace `{shlex.join(entry['argv_without_workspace'])}`",
                    hint="read its argv, then the same `mam spawn` with --trust-spec runs it and signs it as yours; "
-                        "or take the kind's new_session (or programs) out of .mam/states.yaml")
+                        "or take the kind's new_session (or programs) out of .mam/states.yaml", refusal=True)
 
 
 def checked_directory(cwd: str | None) -> Path:
@@ -325,16 +325,18 @@ def _spawn(app: App, name: str, agent: str | None, server: str, cwd: str | None,
             # Sending the spawn anyway could start the server as a side effect (tmux new-session does).
             detail = outcome.error.message if outcome.error else outcome.state.value
             raise MamError("operation_failed", f"{where} is not up ({detail}) and MAM_NO_AUTOSTART=1",
-                           hint=f"start it with `mam --backend {app.backend_name} bootstrap --server {server}`")
+                           hint=f"start it with `mam --backend {app.backend_name} bootstrap --server {server}`",
+                           refusal=True)
         with waiting(f"starting {where}", progress):
             start_server(app, server, there or None)
     kind = agent or Path(argv[0]).name
     token = secrets.token_hex(8)
     blocked: list[Row] = []
     made: dict[str, Any] | None = None
+    created: list[bool] = []  # [new branch?] when this spawn made the worktree (not reused)
     if branch is not None:
         made = worktrees.make(base_dir, name, branch, app.timeout, app.backend_env, local=not there,
-                              registered=_signed_worktree(app, known))
+                              registered=_signed_worktree(app, known), created=created)
         directory = Path(made["path"])
     # A workspace kind's program is kept as the command it was: restore starts it without the workspace's file.
     recorded = launch_spec(agent, command if chosen is None else chosen, args, str(directory), names)
@@ -350,9 +352,14 @@ def _spawn(app: App, name: str, agent: str | None, server: str, cwd: str | None,
         fields["agent_session"] = session
     inflight.hold(app.workspace.dot_mam, token)  # from before the claim until the outcome is written
     try:
-        write_change(app, _claim(key, fields, blocked))
-        if blocked:  # another spawn of this name got the row first: leave it and its agent alone
-            raise _taken(blocked[0])
+        try:
+            write_change(app, _claim(key, fields, blocked))
+            if blocked:  # another spawn of this name got the row first: leave it and its agent alone
+                raise _taken(blocked[0])
+        except MamError:
+            if made is not None and created:  # no row will record it: a worktree left here would block the name
+                worktrees.unmake(made, created[0], app.timeout, app.backend_env)
+            raise
         from mam.hooks.report import identity  # the hooks' `mam report` learns whose state it says (docs/hooks.md)
 
         request = spawn_request(spec, name, kind, str(directory), argv,
@@ -407,7 +414,7 @@ def _stop(app: App, name: str, server: str | None, force: bool, progress: bool, 
         where = f" on {backend_name} server {server}" if server is not None else ""
         raise MamError("operation_failed", f"{name} is not registered here{where} ({reg.path})",
                        hint=f"`mam --backend {backend_name} stop --force {name} --server {target}` asks that "
-                            "server anyway")
+                            "server anyway", refusal=True)
     backend = app.plugins.backend(backend_name)
     app.plugins.require(backend, "stop")  # a backend that cannot stop must not get the row marked terminated
     ctx = CallContext(timeout=app.timeout, env=app.backend_env)
@@ -449,7 +456,13 @@ def stop_targets(app: App, server: str | None = None, host: str | None = None) -
     return [row for row in rows_on(app, app.load_registry(), server, checked_host(host)) if row.active]
 
 
-@audited("stop", agent=lambda bound: ",".join(r.name for r in bound["rows"]) or None)
+def _each_stopped(doc: dict[str, Any]) -> list[Entry]:
+    """The audit trail's line per agent of stop --all: failed, or ok with its outcome (left: not mam's pane)."""
+    return [(a["name"], OUTCOMES.get(a["outcome"], "failed"), f"{a['outcome']}: {a['message']}")
+            for a in doc["agents"]]
+
+
+@audited("stop", agent=lambda bound: ",".join(r.name for r in bound["rows"]) or None, each=_each_stopped)
 def stop_all_document(app: App, rows: list[Row], progress: bool = False) -> dict[str, Any]:
     """Close each of `rows` (stop_targets) as `mam stop NAME` closes one, and mark it. One that fails is told
     in its entry and the others are still stopped; one whose pane or session mam did not make is `left`."""

@@ -7,6 +7,7 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
+from mam.audit.trail import audited, words_kept
 from mam.calls.route import remote_route
 from mam.calls.shims import SHIM_GUARD, is_native_binary, is_shim, path_without_shims
 from mam.plugin.records import CallContext, ServerCommand, ServerOptions, ServerState
@@ -97,6 +98,10 @@ def command_refusal(command: ServerCommand, rest: Sequence[str], server: str, ba
            f"names: allowed as {allowed}{flags}"
 
 
+# Recorded when handed over (ok) or refused: what the backend's own CLI then does is its own, and mam, replaced by
+# it, never sees the outcome.
+@audited("exec", agent=lambda bound: None,
+         kept=lambda a: {"server": a.get("server"), "host": a.get("host"), "args": words_kept(a["args"])})
 def exec_command(app: App, server: str | None, args: list[str],
                  host: str | None = None) -> tuple[str, list[str], dict[str, str]]:
     """The program, argv and environment `mam exec` replaces itself with. On another `host` (default

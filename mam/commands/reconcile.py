@@ -12,7 +12,7 @@ from typing import Any
 from mam import registry
 from mam.agents import inflight
 from mam.agents.rows import live_agent, snapshot, unchanged_rows
-from mam.audit.trail import audited
+from mam.audit.trail import OUTCOMES, Entry, audited
 from mam.plugin.records import Agent, ServerOutcome, ServerState
 from mam.registry import Row, RowKey
 from mam.servers.app import App
@@ -181,7 +181,16 @@ def make_change(drifts: list[Drift], written: list[Drift], key: bytes | None = N
     return change
 
 
-@audited("reconcile", agent=lambda bound: None, only_if="apply")
+def _each_fixed(doc: dict[str, Any]) -> list[Entry]:
+    """The audit trail's line per row --apply fixed (drift A, C, D, or B adopted), then per agent --restore ran."""
+    entries: list[Entry] = [(d["name"], "ok", f"drift {d['class']}: {d['action']}") for d in doc["drifts"]
+                            if d["class"] in "ACD" or d["action"] == "adopt"]
+    restored = doc.get("restore") or {"agents": []}
+    return entries + [(a["name"], OUTCOMES.get(a["outcome"], "failed"), f"restore {a['outcome']}: {a['message']}")
+                      for a in restored["agents"]]
+
+
+@audited("reconcile", agent=lambda bound: None, only_if="apply", each=_each_fixed)
 def reconcile_document(app: App, apply: bool = False, adopt: bool = False, restore: bool = False) -> dict[str, Any]:
     """`restore`: after the fixes are on disk, `mam restore --all` (its agents and counts go under `restore`)."""
     explicit = resolve_explicit_backend(app)

@@ -7,12 +7,19 @@ from collections.abc import Callable
 from typing import Any
 
 from mam.agents.restoreplan import SpecTrust, consent, plan_summary, restore_plan, run_plan
-from mam.audit.trail import audited
+from mam.audit.trail import OUTCOMES, Entry, audited
 from mam.servers.app import App
 from mam.servers.fanout import listed_order
 
 
-@audited("restore", agent=lambda bound: ",".join(bound.get("names") or []) or None, unless="dry_run")
+def _each_restored(doc: dict[str, Any]) -> list[Entry]:
+    """The audit trail's line per agent of the plan."""
+    return [(a["name"], OUTCOMES.get(a["outcome"], "failed"), f"{a['outcome']}: {a['message']}")
+            for a in doc["agents"]]
+
+
+@audited("restore", agent=lambda bound: ",".join(bound.get("names") or []) or None, unless="dry_run",
+         each=_each_restored)
 def restore_document(app: App, names: list[str], all_rows: bool = False, dry_run: bool = False,
                      progress: bool = False, server: str | None = None, host: str | None = None,
                      trust_spec: bool = False, ask: Callable[[dict[str, Any]], bool] | None = None

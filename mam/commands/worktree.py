@@ -10,13 +10,21 @@ from typing import Any
 
 from mam.agents import worktrees
 from mam.agents.rows import agent_row, rows_on, snapshot, unchanged_rows
-from mam.audit.trail import audited
+from mam.audit.trail import Entry, audited
 from mam.calls.route import remote_route
 from mam.registry import Row
 from mam.servers.app import App
 
 
-@audited("worktree remove")
+def _each_removed(doc: dict[str, Any]) -> list[Entry]:
+    """The audit trail's line: removed (saved first to a branch with --force), or refused as work would be lost."""
+    if doc["removed"]:
+        saved = f"; saved to {doc['saved_to']}" if doc.get("saved_to") else ""
+        return [(doc["name"], "ok", ("already gone" if doc.get("already_gone") else "removed") + saved)]
+    return [(doc["name"], "refused", "not removed: work would be lost")]
+
+
+@audited("worktree remove", each=_each_removed)
 def remove_document(app: App, name: str, server: str | None = None, host: str | None = None, *, force: bool = False,
                     delete_branch: bool = False) -> dict[str, Any]:
     """Remove NAME's worktree (and its branch, with `delete_branch`) when nothing would be lost; else the
@@ -42,7 +50,13 @@ def list_document(app: App) -> dict[str, Any]:
     return {"schema": 1, "worktrees": entries}
 
 
-@audited("worktree prune", agent=lambda bound: None, unless="dry_run")
+def _each_pruned(doc: dict[str, Any]) -> list[Entry]:
+    """The audit trail's line per worktree record: dropped, or left (refused) with the reason."""
+    return [(w["name"], "ok" if w["pruned"] else "refused", "record dropped" if w["pruned"] else str(w["reason"]))
+            for w in doc["pruned"]]
+
+
+@audited("worktree prune", agent=lambda bound: None, unless="dry_run", each=_each_pruned)
 def prune_document(app: App, dry_run: bool = False) -> dict[str, Any]:
     """Drop the worktree records of rows whose folder is gone (git's own record too: `git worktree prune`),
     re-signing the spec mam signed; a row whose spec is not signed is left as it is."""

@@ -22,13 +22,17 @@ FIRST_STATES = ("blocked", "done")
 # Every column, widest view first, and the order in which they are dropped as the terminal narrows: AGE (how long
 # ago the state's source last said so: a hook report's age, how long a screen has been unchanged) goes first,
 # then where the state came from,
-# the host, the backend, how long the agent has been in its state, and its server; name, state and why always
-# stay. At 80 columns: NAME SERVER STATE FOR WHY.
+# the host, the backend, the work of its worktree (WORK, shown only when an agent has one: then it is what the user
+# asked to see, kept over HOST and BACKEND), how long the agent has been in its state, and its server; name,
+# state and why always stay. At 80 columns: NAME SERVER STATE FOR WHY (the work then in WHY, WORK_IN_WHY).
 COLUMNS = ("name", "backend", "server", "host", "state", "source", "age", "for", "work", "why")
-DROP_ORDER = ("age", "source", "work", "host", "backend", "for", "server")
+DROP_ORDER = ("age", "source", "host", "backend", "work", "for", "server")
 WIDTHS = {"name": 17, "backend": 8, "server": 17, "host": 11, "state": 8, "source": 7, "age": 5, "for": 5,
           "work": 28}
 MIN_WHY = 20  # the room the reason keeps before another column is dropped
+# The WHY cell when WORK is dropped (too narrow) but an agent has a worktree: its work in brackets after the reason,
+# so that unsaved work never vanishes from a narrow view.
+WORK_IN_WHY = "why+work"
 HEADERS = {"name": "NAME", "backend": "BACKEND", "server": "SERVER", "host": "HOST", "state": "STATE",
            "source": "SOURCE", "age": "AGE", "for": "FOR", "work": "WORK", "why": "WHY"}
 
@@ -62,9 +66,11 @@ class TopRow:
         return (self.backend, self.server, self.host, self.name)
 
     def cells(self, now: float) -> dict[str, str]:
+        """The cells by column, and WORK_IN_WHY: the reason followed by the work, for a view too narrow for WORK."""
         return {"name": self.name, "backend": self.backend, "server": self.server, "host": self.host or "local",
                 "state": self.state, "source": self.source, "age": ago(self.said_at, now),
-                "for": ago(self.since, now), "work": self.work, "why": self.why}
+                "for": ago(self.since, now), "work": self.work, "why": self.why,
+                WORK_IN_WHY: f"{self.why} [{self.work}]".lstrip() if self.work else self.why}
 
 
 @dataclass(frozen=True)
@@ -190,6 +196,11 @@ def question(line: str, screen: Sequence[str], around: int = 3) -> list[str]:
         return [f"> {line}"] if wanted else [f"  {text}" for text in screen[-2 * around - 1:] if text.strip()]
     return [("> " if i == at else "  ") + screen[i]
             for i in range(max(0, at - around), min(len(screen), at + around + 1))]
+
+
+def cell_of(column: str, shown: Sequence[str]) -> str:
+    """The key of TopRow.cells a shown column draws: WHY carries the work when WORK is not shown."""
+    return WORK_IN_WHY if column == "why" and "work" not in shown else column
 
 
 def columns_for(width: int, work: bool = False) -> list[str]:
@@ -362,12 +373,15 @@ class Poller:
         shown = []
         for r in rows:
             key = (str(r["backend"]), str(r["server"]), str(r.get("host") or ""), str(r["name"]))
-            if is_ended(r):  # what the registry says of its end; its server is not asked for it
-                shown.append(TopRow(key[3], key[0], key[1], key[2], str(r.get("status") or ""), "absent",
-                                    end_kind(r), "registry", end_text(r, now), since=ended_at(r), ended=True))
-                continue
             group = (key[1], key[2])
             entry = sessions.get(key)
+            work = work_brief(entry["worktree"]) if entry is not None and entry.get("worktree") else ""
+            if is_ended(r):  # what the registry says of its end; its server is not asked for it
+                # Its worktree's work, when its server's other agents are asked: what it left unsaved.
+                shown.append(TopRow(key[3], key[0], key[1], key[2], str(r.get("status") or ""), "absent",
+                                    end_kind(r), "registry", end_text(r, now), since=ended_at(r), ended=True,
+                                    work=work))
+                continue
             answered = asked[group].answered if group in asked else None
             last = known.get(key)
             unread = entry is not None and entry["live"] == "unknown" and (entry.get("state") or "unknown") == "unknown"
@@ -398,7 +412,7 @@ class Poller:
             fresh = TopRow(key[3], key[0], key[1], key[2], str(entry.get("status") or ""), entry["live"], state,
                            entry.get("state_source") or "none", reason, answered,
                            self._since_of(key, state, answered or now), said_at=said, evidence=entry.get("evidence"),
-                           work=work_brief(entry["worktree"]) if entry.get("worktree") else "")
+                           work=work)
             if entry["live"] != "unknown" and state != "unknown":
                 known[key] = fresh
             shown.append(fresh)
@@ -423,8 +437,8 @@ def _children_cpu() -> float:
 
 def fingerprint(rows: Sequence[TopRow], lines: Sequence[ServerLine]) -> tuple[Any, ...]:
     """What a refresh could change, without the ages: equal fingerprints mean nothing happened."""
-    return (tuple((r.key, r.status, r.live, r.state, r.source, r.why if not (r.stale or r.ended) else "", r.stale)
-                  for r in rows),
+    return (tuple((r.key, r.status, r.live, r.state, r.source, r.why if not (r.stale or r.ended) else "", r.stale,
+                   r.work) for r in rows),
             tuple((s.backend, s.server, s.host, s.state) for s in lines))
 
 

@@ -32,7 +32,9 @@ def _bounded(text: str) -> str:
 class MamError(Exception):
     """A failure the user can act on: a stable `code`, a one-line message and an optional hint."""
 
-    def __init__(self, code: str, message: str, hint: str | None = None) -> None:
+    def __init__(self, code: str, message: str, hint: str | None = None, *, refusal: bool = False) -> None:
+        """`refusal`: mam declined to act by its own rule (a prompt to a blocked agent, an untrusted spec) and
+        touched nothing; the audit trail says `refused` for it (bad input, exit 2, always is)."""
         if code not in _EXIT_BY_CODE:
             raise ValueError(f"unknown error code {code!r}")
         message, hint = _bounded(message), None if hint is None else _bounded(hint)
@@ -40,6 +42,7 @@ class MamError(Exception):
         self.code = code
         self.message = message
         self.hint = hint
+        self.refusal = refusal or _EXIT_BY_CODE[code] == EXIT_BAD_INPUT
 
     @property
     def exit_code(self) -> int:

@@ -457,16 +457,6 @@ def ls_text(doc: dict[str, Any]) -> str:
     return text
 
 
-def audit_text(doc: dict[str, Any]) -> str:
-    """`mam audit`: a line per action, oldest first; what was skipped, said under it."""
-    rows = [(e.get("at"), e.get("user"), e.get("face"), e.get("action"), e.get("agent"),
-             e.get("result") if e.get("result") == "ok" else f"{e.get('result')} ({e.get('exit')})",
-             e.get("message")) for e in doc["entries"]]
-    text = table(("TIME", "USER", "FACE", "ACTION", "AGENT", "RESULT", "MESSAGE"), rows) if rows else \
-        visible(f"no audit lines in {doc['file']}")
-    return text + (f"\n({doc['skipped']} line(s) that are not mam's skipped)" if doc["skipped"] else "")
-
-
 def backends_text(doc: dict[str, Any]) -> str:
     supported = {True: "yes", False: "no", None: None}
     rows = [(("* " if b["default"] else "  ") + b["name"], b["provider"], b["binary"] or "not found",
