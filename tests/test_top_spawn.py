@@ -1,6 +1,7 @@
 """`mam top`'s `n`: a new agent from the view, through `mam spawn`'s own code (issue 33, point 8). A form asks
-its name, kind or command, server and directory (the workspace root unless changed); the agent it starts is in
-the registry and in the table. A launch spec holding the workspace's words is asked about as the CLI asks at a
+its name, kind or command, server and directory (the workspace root unless changed), and whether it gets a git
+worktree of its own and on which branch (issue 34, as `mam spawn --worktree [--branch B]`); the agent it starts
+is in the registry and in the table. A launch spec holding the workspace's words is asked about as the CLI asks at a
 terminal (its argv shown, y/N): no refuses with the CLI's message and starts nothing, y runs it. Driven with
 Textual's pilot over a real tmux server, and once as a person would: `mam top` in a real terminal (a tmux pane),
 keys typed into it."""
@@ -8,6 +9,7 @@ keys typed into it."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import shlex
 import shutil
 import sys
@@ -23,14 +25,21 @@ from conftest import Tmux, Workspace
 pytest.importorskip("textual")
 
 from test_top_tmux import names, said, until
-from textual.widgets import Input, Static
+from test_worktrees import git, listed, make_repo
+from textual.widgets import Checkbox, Input, Static
 
-from mam.cli.topspawn import Consent, SpawnForm
+from mam.cli.topspawn import MARK, Consent, SpawnForm
 from mam.cli.topview import Pager, TopApp
 from mam.live.actions import Actions
 from mam.servers.app import App
 
 needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+
+
+def marked(form: SpawnForm) -> str:
+    """The label the form marks as the one with the focus ("" for none)."""
+    found = [str(label.render()) for label in form.query(".label")]
+    return next((text.removeprefix(MARK) for text in found if text.startswith(MARK)), "")
 
 
 def rows(ws: Workspace) -> dict[str, dict[str, Any]]:
@@ -69,14 +78,19 @@ def test_n_asks_name_kind_or_command_server_and_directory_and_spawns_it(ws: Work
             await pilot.press("escape")
             form = await open_form(pilot, app)
             # the server and the directory are filled in: the view's server, the workspace root
-            assert form.values() == {"name": "", "agent": "", "command": "", "server": server, "cwd": str(ws.root)}
+            assert form.values() == {"name": "", "agent": "", "command": "", "server": server, "cwd": str(ws.root),
+                                     "worktree": "", "branch": ""}
+            assert marked(form) == "name"  # where typing goes, marked on its label
             await pilot.press("enter")  # nothing typed: the form says what it needs, and stays
             assert app.screen is form and "a name first" in str(form.query_one("#spawn-said", Static).render())
             await pilot.press(*"helper", "enter")
             assert app.screen is form and "a kind (--agent) or a command" in str(
                 form.query_one("#spawn-said", Static).render())
             assert form.focused is not None and form.focused.id == "spawn-agent"  # where it is missing
-            await pilot.press("tab", *"sleep 600", "enter")  # the command field, next
+            assert marked(form) == "kind"
+            await pilot.press("tab")  # the command field, next
+            await until(pilot, lambda: marked(form) == "command")
+            await pilot.press(*"sleep 600", "enter")
             await until(pilot, lambda: "helper is running" in said(app))
             assert said(app).startswith(f"spawn: helper is running on tmux server {server} (cwd {ws.root})"), \
                 said(app)
@@ -89,8 +103,9 @@ def test_n_asks_name_kind_or_command_server_and_directory_and_spawns_it(ws: Work
             await until(pilot, lambda: "not a directory" in said(app))
             assert said(app) == "spawn: --cwd /nowhere/at-all: not a directory", said(app)
             form = await open_form(pilot, app)
-            await pilot.press(*"gone", "escape")  # Escape: nothing started
-            assert not isinstance(app.screen, SpawnForm)
+            await pilot.press(*"gone", "tab", *"sleep 600", "escape")  # Escape: nothing started
+            await until(pilot, lambda: not isinstance(app.screen, SpawnForm))
+            assert not isinstance(app.screen, SpawnForm) and "gone" not in names(app)
 
     asyncio.run(scenario())
     found = rows(ws)
@@ -98,6 +113,69 @@ def test_n_asks_name_kind_or_command_server_and_directory_and_spawns_it(ws: Work
     assert found["below"]["spec"]["cwd"] == str(ws.root / "sub")
     assert tmux.run(server, "has-session", "-t", "=helper", check=False).returncode == 0
     assert "bad" not in found and "gone" not in found
+
+
+@needs_tmux
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_the_worktree_choice_makes_the_agent_a_worktree_of_its_own(ws: Workspace, tmux: Tmux) -> None:
+    """Ticked with no branch: .mam/worktrees/NAME of the workspace's repository on mam/NAME, the agent started
+    there (as `mam spawn NAME --worktree`); with a branch: on that branch. A branch without the tick is said and
+    the form stays, as the CLI refuses --branch without --worktree."""
+    head = make_repo(ws.root)
+    server = tmux.name()
+    app = TopApp(Actions(App.open(str(ws.root), None, ws.env), [server]), interval=0.2)
+
+    async def scenario() -> None:
+        async with app.run_test(size=(120, 34)) as pilot:
+            form = await open_form(pilot, app)
+            for key, value in (("name", "w1"), ("command", "sleep 600")):
+                form.query_one(f"#spawn-{key}", Input).value = value
+            form.query_one("#spawn-branch", Input).focus()
+            await pilot.press(*"feature/x", "enter")  # a branch, the worktree not chosen: said, stays
+            said_here = str(form.query_one("#spawn-said", Static).render())
+            assert app.screen is form and "--branch is for --worktree" in said_here, said_here
+            assert form.focused is not None and form.focused.id == "spawn-worktree" and marked(form) == ""
+            await pilot.press("space")  # ticked, as a person ticks it
+            await until(pilot, lambda: form.query_one("#spawn-worktree", Checkbox).value)
+            assert form.values()["worktree"] == "yes"
+            form.query_one("#spawn-branch", Input).value = ""  # the default branch, mam/w1
+            await pilot.press("tab")
+            await until(pilot, lambda: marked(form) == "branch")
+            await pilot.press("enter")
+            await until(pilot, lambda: "w1" in names(app) and "w1 is running" in said(app))
+            place = ws.root / ".mam" / "worktrees" / "w1"
+            assert said(app) == f"spawn: w1 is running on tmux server {server} (cwd {place}, branch mam/w1)", \
+                said(app)
+            form = await open_form(pilot, app)
+            await fill(pilot, form, name="w2", command="sleep 600", branch="feature/x")  # still no tick: stays
+            assert app.screen is form
+            form.query_one("#spawn-worktree", Checkbox).value = True
+            form.query_one("#spawn-branch", Input).focus()
+            await pilot.press("enter")
+            await until(pilot, lambda: "w2" in names(app) and "w2 is running" in said(app))
+            assert said(app).endswith("branch feature/x)"), said(app)
+
+    asyncio.run(scenario())
+    for name, branch in (("w1", "mam/w1"), ("w2", "feature/x")):
+        place = ws.root / ".mam" / "worktrees" / name
+        assert str(place) in listed(ws.root)
+        assert git(place, "rev-parse", "--abbrev-ref", "HEAD").strip() == branch
+        assert git(place, "rev-parse", "HEAD").strip() == head
+        record = rows(ws)[name]["spec"]
+        assert record["cwd"] == str(place)
+        assert record["worktree"] == {"path": str(place), "branch": branch, "base": head, "repo": str(ws.root),
+                                      "made_by_mam": True}
+        pane = tmux.run(server, "list-panes", "-t", f"={name}", "-F", "#{pane_current_path}").stdout.strip()
+        assert pane == str(place)
+
+
+def test_a_default_the_terminal_would_act_on_is_left_out_of_the_form() -> None:
+    """The directory default is the workspace root's path, which may hold an escape sequence: never drawn in the
+    form (its field left empty, which is the same default); a plain one is filled in."""
+    form = SpawnForm({"server": "main", "cwd": "/tmp/a\x1b]52;c;aGk=\x07b"})
+    assert form.defaults == {"server": "main"}
+    assert SpawnForm({"server": "main", "cwd": "/tmp/plain dir"}).defaults == {"server": "main",
+                                                                                "cwd": "/tmp/plain dir"}
 
 
 STATES = ('schema: 1\nkinds:\n  sh1:\n    programs: [sh]\n    new_session: ["-c", "touch pwned; exec sleep 600", '
@@ -130,7 +208,7 @@ def test_a_workspace_kind_is_asked_about_as_spawn_asks_no_refuses_yes_runs(ws: W
             await fill(pilot, await open_form(pilot, app), name="evil", agent="sh1")
             await until(pilot, lambda: isinstance(app.screen, Consent))
             await pilot.press("y")
-            await until(pilot, lambda: "evil" in names(app))
+            await until(pilot, lambda: "evil" in names(app) and "evil is running" in said(app))
             assert "evil" in names(app) and said(app).startswith("spawn: evil is running"), said(app)
 
     asyncio.run(scenario())
@@ -166,13 +244,20 @@ def test_n_in_a_real_terminal(ws: Workspace, tmux: Tmux) -> None:
     tmux.run(view, "send-keys", "-t", "view", "n")
     wait_for(lambda: "spawn a new agent" in shown(), shown)
     assert str(ws.root) in shown() and server in shown()  # the defaults, on screen
-    def field(label: str) -> str:
-        return next((line for line in shown().splitlines() if f"│ {label} " in line), "")
 
+    def field(label: str) -> str:
+        return next((line for line in shown().splitlines() if f"│ {label} " in line or f"│ {MARK}{label} " in line),
+                    "")
+
+    wait_for(lambda: f"{MARK}name " in field("name"), shown)  # the focus is on the name
     tmux.run(view, "send-keys", "-t", "view", "-l", "from-top")
     wait_for(lambda: "from-top" in field("name"), shown)
-    for _ in range(2):  # kind, then command
+    def focus_on(label: str) -> bool:
+        return f"{MARK}{label} " in field(label)
+
+    for label in ("kind", "command"):  # one Tab at a time, each seen to land
         tmux.run(view, "send-keys", "-t", "view", "Tab")
+        wait_for(functools.partial(focus_on, label), shown)
     tmux.run(view, "send-keys", "-t", "view", "-l", "sleep 600")
     wait_for(lambda: "sleep 600" in field("command"), shown)
     tmux.run(view, "send-keys", "-t", "view", "Enter")

@@ -99,22 +99,28 @@ class Actions:
 
     @as_top
     def spawn(self, form: dict[str, str], ask: Callable[[dict[str, Any]], bool] | None = None) -> str:
-        """`n`: `mam spawn NAME --agent KIND | --command CMD --server S --cwd DIR` from the form's fields, through
-        its own code: the same checks and refusals. `ask` is the CLI's question at a terminal about a launch spec
-        that holds the workspace's words (its entry: the argv it would run); without it such a spawn is refused.
-        An empty server or directory is the default's (spawn_defaults); a relative directory is below the
-        workspace root, `~` the user's home."""
+        """`n`: `mam spawn NAME --agent KIND | --command CMD --server S --cwd DIR [--worktree [--branch B]]` from
+        the form's fields, through its own code: the same checks and refusals. `ask` is the CLI's question at a
+        terminal about a launch spec that holds the workspace's words (its entry: the argv it would run); without
+        it such a spawn is refused. An empty server or directory is the default's (spawn_defaults); a relative
+        directory is below the workspace root, `~` the user's home. A non-empty `worktree` field is --worktree,
+        `branch` its --branch (refused without it, as the CLI refuses it)."""
         from mam.commands.lifecycle import spawn_document
+        from mam.util.errors import MamError
 
         field = {key: (value or "").strip() for key, value in form.items()}
+        name, branch = field.get("name", ""), field.get("branch", "")
+        if branch and not field.get("worktree"):
+            raise MamError("usage", "--branch is for --worktree", hint="tick worktree, or empty the branch")
         cwd = field.get("cwd") or self.spawn_defaults()["cwd"] or None
         if cwd is not None and self.host is None:
             cwd = os.path.join(self.app.workspace.root, os.path.expanduser(cwd))
-        doc = spawn_document(self.app, field.get("name", ""), agent=field.get("agent") or None,
+        doc = spawn_document(self.app, name, agent=field.get("agent") or None,
                              command=field.get("command") or None, server=field.get("server") or None, cwd=cwd,
-                             args=[], host=self.host, ask=ask)
+                             args=[], host=self.host, ask=ask, worktree=branch if field.get("worktree") else None)
         s = doc["session"]
-        return f"{s['name']} is {s['status']} on {s['backend']} server {s['server']} (cwd {s['cwd']})"
+        made = f", branch {doc['worktree']['branch']}" if doc.get("worktree") else ""  # as the CLI says it
+        return f"{s['name']} is {s['status']} on {s['backend']} server {s['server']} (cwd {s['cwd']}{made})"
 
     @as_top
     def send(self, row: TopRow, text: str) -> str:
