@@ -126,18 +126,21 @@ def test_the_worktree_choice_makes_the_agent_a_worktree_of_its_own(ws: Workspace
     app = TopApp(Actions(App.open(str(ws.root), None, ws.env), [server]), interval=0.2)
 
     async def scenario() -> None:
-        async with app.run_test(size=(120, 34)) as pilot:
+        async with app.run_test(size=(80, 24)) as pilot:
             form = await open_form(pilot, app)
+            bottom = form.query_one("#spawn-said", Static).region.bottom  # the whole form fits 80x24
+            assert 0 < bottom <= 23, bottom
             for key, value in (("name", "w1"), ("command", "sleep 600")):
                 form.query_one(f"#spawn-{key}", Input).value = value
             form.query_one("#spawn-branch", Input).focus()
             await pilot.press(*"feature/x", "enter")  # a branch, the worktree not chosen: said, stays
             said_here = str(form.query_one("#spawn-said", Static).render())
             assert app.screen is form and "--branch is for --worktree" in said_here, said_here
-            assert form.focused is not None and form.focused.id == "spawn-worktree" and marked(form) == ""
+            assert form.focused is not None and form.focused.id == "spawn-worktree" and marked(form) == "worktree"
             await pilot.press("space")  # ticked, as a person ticks it
             await until(pilot, lambda: form.query_one("#spawn-worktree", Checkbox).value)
             assert form.values()["worktree"] == "yes"
+            assert str(form.query_one("#spawn-worktree", Checkbox).label).startswith("yes: ")  # in words, too
             form.query_one("#spawn-branch", Input).value = ""  # the default branch, mam/w1
             await pilot.press("tab")
             await until(pilot, lambda: marked(form) == "branch")

@@ -27,7 +27,9 @@ FIELDS = (("name", "name", "the agent's name"),
           ("server", "server", "--server (empty: the default server)"),
           ("cwd", "directory", "--cwd: relative to the workspace root (empty: the workspace root)"),
           ("branch", "branch", "--branch, with a worktree: new from HEAD or an existing one (empty: mam/NAME)"))
-WORKTREE = "worktree: a new git worktree at .mam/worktrees/NAME of the directory's repository (--worktree)"
+# The worktree choice's text, unticked and ticked (said in words: a tick's colour alone is not seen everywhere);
+# the worktree is of the directory's repository.
+WORKTREE = ("no (Space: a git worktree, .mam/worktrees/NAME)", "yes: a new git worktree, .mam/worktrees/NAME")
 TITLE = "spawn a new agent, as mam spawn (Tab: next field, Enter: start it, Escape: cancel)"
 MARK = "› "  # before the label of the field that has the focus: seen without colours too
 
@@ -44,10 +46,11 @@ class SpawnForm(ModalScreen[dict[str, str] | None]):
     SpawnForm { align: center middle; }
     SpawnForm > Vertical { width: 90%; max-width: 110; height: auto; border: round $accent; padding: 0 1; }
     SpawnForm Horizontal { height: auto; }
-    SpawnForm .label { width: 12; padding: 1 1 0 0; }
+    SpawnForm Horizontal { margin-top: 1; }
+    SpawnForm .label { width: 12; padding: 0 1 0 0; }
     SpawnForm Input { width: 1fr; }
     SpawnForm Checkbox { width: 1fr; }
-    #spawn-said { color: $warning; }
+    #spawn-said { color: $warning; margin-top: 1; }
     """
 
     def __init__(self, defaults: dict[str, str]) -> None:
@@ -60,11 +63,12 @@ class SpawnForm(ModalScreen[dict[str, str] | None]):
             for key, label, placeholder in FIELDS:
                 if key == "branch":
                     with Horizontal():
-                        yield Static(Text(""), classes="label", id="label-worktree")
-                        yield Checkbox(Text(WORKTREE), id="spawn-worktree")
+                        yield Static(Text("worktree"), classes="label", id="label-worktree")
+                        yield Checkbox(Text(WORKTREE[0]), id="spawn-worktree", compact=True)
                 with Horizontal():
                     yield Static(Text(label), classes="label", id=f"label-{key}")
-                    yield Input(value=self.defaults.get(key, ""), placeholder=placeholder, id=f"spawn-{key}")
+                    yield Input(value=self.defaults.get(key, ""), placeholder=placeholder, id=f"spawn-{key}",
+                                compact=True)  # one line each: the form fits 80x24
             yield Static(Text(""), id="spawn-said")
 
     def on_mount(self) -> None:
@@ -73,9 +77,13 @@ class SpawnForm(ModalScreen[dict[str, str] | None]):
     def on_descendant_focus(self, event: Any) -> None:
         """The focused field's label is marked (›), so that where typing goes shows in any terminal."""
         focused = getattr(event, "widget", None)
-        for key, label in (*((key, label) for key, label, _ in FIELDS), ("worktree", "")):
+        for key, label in (*((key, label) for key, label, _ in FIELDS), ("worktree", "worktree")):
             mark = MARK if focused is not None and focused.id == f"spawn-{key}" else ""
             self.query_one(f"#label-{key}", Static).update(Text(mark + label))
+
+    def on_checkbox_changed(self, event: Checkbox.Changed) -> None:
+        event.stop()
+        event.checkbox.label = Text(WORKTREE[event.value])
 
     def values(self) -> dict[str, str]:
         """The fields as typed; `worktree` is "yes" when it is chosen, else ""."""
