@@ -32,6 +32,33 @@ _HINT = "delete it and mam makes a new one on the next spawn (rows signed with t
 SIGNED, UNSIGNED, MISMATCH, NO_KEY = "signed", "unsigned", "mismatch", "no_key"
 
 
+# Why a launch spec is put to the user before it runs (mam spawn and mam restore at a terminal, mam top's question).
+DOUBTS = {"unsigned": "it carries no signature of your mam", "no_key": "you have no key to check its signature",
+          "mismatch": "it is not as your mam signed it (edited, or signed with another user's key)",
+          "workspace_resume": "its resume argv holds words from this workspace's .mam/states.yaml, which no "
+                              "signature covers",
+          "workspace_argv": "its argv holds words from this workspace's .mam/states.yaml, which no signature "
+                            "covers",
+          "workspace_program": "its program is named by this workspace's .mam/states.yaml (a kind's programs), "
+                               "which no signature covers"}
+CONSENT_QUESTION = "run it, and sign it as yours?"
+
+
+def doubt_lines(agent: Mapping[str, Any]) -> list[str]:
+    """What the user is shown before a launch spec their mam did not sign runs: why it is in doubt, everything it
+    would run and hand over (argv, the argv without the workspace's words, cwd, the variables' names). Not made
+    visible: the caller does that for where it shows them."""
+    import shlex
+
+    on = f" on {agent['host']}" if agent.get("host") else " on this machine"
+    return [f"{agent['name']} ({agent['backend']} server {agent['server']}{on}): its launch spec is not one "
+            f"your mam wrote: {DOUBTS.get(agent['spec_trust'], agent['spec_trust'])}",
+            f"  argv: {shlex.join(agent['argv'] or [])}",
+            *([f"  without the workspace: {shlex.join(agent['argv_without_workspace'])}"]
+              if "argv_without_workspace" in agent else []),
+            f"  cwd: {agent['cwd']}", f"  env: {', '.join(agent['env_names']) or '(none)'}"]
+
+
 def key_path(env: Mapping[str, str]) -> Path:
     """$XDG_CONFIG_HOME/mam/spec.key (an absolute XDG_CONFIG_HOME only, as the XDG spec says), else
     ~/.config/mam/spec.key."""

@@ -154,31 +154,13 @@ def _stop_all(call: Any, name: str | None, server: str | None, force: bool, yes:
     return 1 if doc["counts"]["failed"] or doc["counts"]["left"] else 0
 
 
-_DOUBTS = {"unsigned": "it carries no signature of your mam", "no_key": "you have no key to check its signature",
-           "mismatch": "it is not as your mam signed it (edited, or signed with another user's key)",
-           "workspace_resume": "its resume argv holds words from this workspace's .mam/states.yaml, which no "
-                               "signature covers",
-           "workspace_argv": "its argv holds words from this workspace's .mam/states.yaml, which no signature "
-                             "covers",
-           "workspace_program": "its program is named by this workspace's .mam/states.yaml (a kind's programs), "
-                                "which no signature covers"}
-
-
 def _ask(agent: dict[str, Any]) -> bool:
     """At a terminal: show a launch spec this user's mam did not sign, everything it would run and hand over,
-    and run it only on a yes."""
-    import shlex
-
+    and run it only on a yes (`mam top` asks the same, mam.cli.topspawn)."""
+    from mam.agents.specsign import CONSENT_QUESTION, doubt_lines
     from mam.util.render import visible
 
-    on = f" on {agent['host']}" if agent.get("host") else " on this machine"
-    lines = [f"{agent['name']} ({agent['backend']} server {agent['server']}{on}): its launch spec is not one "
-             f"your mam wrote: {_DOUBTS.get(agent['spec_trust'], agent['spec_trust'])}",
-             f"  argv: {shlex.join(agent['argv'] or [])}",
-             *([f"  without the workspace: {shlex.join(agent['argv_without_workspace'])}"]
-               if "argv_without_workspace" in agent else []),
-             f"  cwd: {agent['cwd']}", f"  env: {', '.join(agent['env_names']) or '(none)'}"]
-    sys.stderr.write("".join(visible(line) + "\n" for line in lines) + "run it, and sign it as yours? [y/N] ")
+    sys.stderr.write("".join(visible(line) + "\n" for line in doubt_lines(agent)) + f"{CONSENT_QUESTION} [y/N] ")
     sys.stderr.flush()
     return sys.stdin.readline(64).strip().lower() in ("y", "yes")
 

@@ -19,7 +19,8 @@ from textual.css.query import NoMatches
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Input, Static
 
-from mam.live.actions import SPAWN_FORM, Actions, attach
+from mam.cli.topspawn import SpawnForm, ask_in_view
+from mam.live.actions import Actions, attach
 from mam.live.changes import Changes, change_text
 from mam.live.notify import Announcer
 from mam.live.topmodel import (
@@ -52,7 +53,7 @@ KEYS = [("Enter", "attach to the agent's pane (back here when you detach)"),
         ("a", "answer a blocked agent (as mam send NAME --answer TEXT --enter)"),
         ("x", "stop it (asks first; as mam stop)"),
         ("r", "restore a dead one (asks first; as mam restore NAME)"),
-        ("n", "spawn a new agent: NAME --agent KIND or --command CMD [--server S] [--cwd DIR] (as mam spawn)"),
+        ("n", "spawn an agent: a form (name, kind or command, server, cwd, worktree)"),
         ("/", "filter by name, state, backend, server or host (empty: all)"),
         ("e", "hide the ended agents (stopped, finished, failed), or show them again"),
         ("?", "this list"), ("Escape", "close this list, a peek or a question (q and ? close a list too)"),
@@ -458,14 +459,19 @@ class TopApp(App[None]):
         return box
 
     def action_spawn(self) -> None:
-        """`n`: a new agent, from spawn's own words (the CLI's checks and refusals, said on the bottom line)."""
-        def done(text: str | None) -> None:
-            if text is not None and text.strip():
-                self.say(f"spawn: starting {text.split()[0]}")
-                self.act("spawn", self.actions.spawn, text)
+        """`n`: the spawn form, then `mam spawn` through its own code: its question about a launch spec that holds
+        the workspace's words asked here, its refusals said on the bottom line."""
+        def done(form: dict[str, str] | None) -> None:
+            if form is not None:
+                self.say(f"spawn: starting {form['name'].strip()}")
+                self.act("spawn", self.actions.spawn, form, lambda entry: ask_in_view(self, entry))
 
-        self.push_screen(Ask(visible(f"spawn: {SPAWN_FORM}; the directory is the workspace root unless --cwd "
-                                     "(Enter starts it, Escape cancels):")), done)
+        try:
+            defaults = self.actions.spawn_defaults()
+        except MamError as exc:  # a $MAM_SERVER that is no server name: said, as spawn would say it
+            self.say(f"spawn: {exc.message}")
+            return
+        self.push_screen(SpawnForm(defaults), done)
 
     def action_stop(self) -> None:
         self._confirm_then("stop", "stopping", "left running")

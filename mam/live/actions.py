@@ -89,20 +89,38 @@ class Actions:
                 self._read = (signature, self.app.load_registry())
             return self._read[1]
 
-    @as_top
-    def spawn(self, text: str) -> str:
-        """`n`: `mam spawn` with the words typed (NAME and its options, as on the command line), through its own
-        code: the same checks and refusals. The directory is the workspace root unless --cwd says; the server
-        the first of the view's --server, else the default; the view's --host."""
-        from mam.commands.lifecycle import spawn_document
+    def spawn_defaults(self) -> dict[str, str]:
+        """What `n`'s form starts with: the server the first of the view's --server, else spawn's default; the
+        directory the workspace root (none on --host: there it must be given)."""
+        from mam.commands.lifecycle import default_server
 
-        words = spawn_words(text)
-        server = words.pop("server", None) or (self.servers[0] if self.servers else None)
-        cwd = words.pop("cwd", None) or (None if self.host else str(self.app.workspace.root))
-        doc = spawn_document(self.app, words.pop("name"), server=server, cwd=cwd, args=[], host=self.host,
-                             ask=None, **words)  # no question from a worker thread: --trust-spec is the consent
+        server = default_server(self.app, self.servers[0] if self.servers else None)
+        return {"server": server, "cwd": "" if self.host else str(self.app.workspace.root)}
+
+    @as_top
+    def spawn(self, form: dict[str, str], ask: Callable[[dict[str, Any]], bool] | None = None) -> str:
+        """`n`: `mam spawn NAME --agent KIND | --command CMD --server S --cwd DIR [--worktree [--branch B]]` from
+        the form's fields, through its own code: the same checks and refusals. `ask` is the CLI's question at a
+        terminal about a launch spec that holds the workspace's words (its entry: the argv it would run); without
+        it such a spawn is refused. An empty server or directory is the default's (spawn_defaults); a relative
+        directory is below the workspace root, `~` the user's home. A non-empty `worktree` field is --worktree,
+        `branch` its --branch (refused without it, as the CLI refuses it)."""
+        from mam.commands.lifecycle import spawn_document
+        from mam.util.errors import MamError
+
+        field = {key: (value or "").strip() for key, value in form.items()}
+        name, branch = field.get("name", ""), field.get("branch", "")
+        if branch and not field.get("worktree"):
+            raise MamError("usage", "--branch is for --worktree", hint="tick worktree, or empty the branch")
+        cwd = field.get("cwd") or self.spawn_defaults()["cwd"] or None
+        if cwd is not None and self.host is None:
+            cwd = os.path.join(self.app.workspace.root, os.path.expanduser(cwd))
+        doc = spawn_document(self.app, name, agent=field.get("agent") or None,
+                             command=field.get("command") or None, server=field.get("server") or None, cwd=cwd,
+                             args=[], host=self.host, ask=ask, worktree=branch if field.get("worktree") else None)
         s = doc["session"]
-        return f"{s['name']} is {s['status']} on {s['backend']} server {s['server']} (cwd {s['cwd']})"
+        made = f", branch {doc['worktree']['branch']}" if doc.get("worktree") else ""  # as the CLI says it
+        return f"{s['name']} is {s['status']} on {s['backend']} server {s['server']} (cwd {s['cwd']}{made})"
 
     @as_top
     def send(self, row: TopRow, text: str) -> str:
@@ -171,43 +189,4 @@ def attach(program: str, argv: list[str], env: dict[str, str]) -> int:
 
     # No time limit: a person is using it; it ends when they detach.
     return subprocess.run(argv, executable=program, env=env, check=False).returncode  # noqa: S603 - exec's argv
-
-
-# `mam top`'s spawn form takes spawn's own words: NAME, then these options (each with its value, but the flags).
-SPAWN_OPTIONS = {"--agent": "agent", "--command": "command", "--server": "server", "--cwd": "cwd",
-                 "--branch": "worktree"}
-SPAWN_FLAGS = {"--worktree": ("worktree", ""), "--trust-spec": ("trust_spec", True)}
-SPAWN_FORM = "NAME [--agent KIND] [--command CMD] [--server S] [--cwd DIR] [--worktree [--branch B]] [--trust-spec]"
-
-
-def spawn_words(text: str) -> dict[str, Any]:
-    """The typed form as spawn_document's keywords (name, agent, command, server, cwd, worktree, trust_spec);
-    words it does not know are bad input, said as the CLI says them."""
-    import shlex
-
-    from mam.util.errors import MamError
-
-    try:
-        words = shlex.split(text)
-    except ValueError as exc:
-        raise MamError("usage", f"cannot read that: {exc}", hint=f"type {SPAWN_FORM}") from None
-    if not words or words[0].startswith("-"):
-        raise MamError("usage", "the agent's name comes first", hint=f"type {SPAWN_FORM}")
-    found: dict[str, Any] = {"name": words[0], "agent": None, "command": None, "worktree": None,
-                             "trust_spec": False}
-    rest = iter(words[1:])
-    for word in rest:
-        if word in SPAWN_FLAGS:
-            key, value = SPAWN_FLAGS[word]
-            found[key] = found[key] if key == "worktree" and found[key] else value
-        elif word in SPAWN_OPTIONS:
-            value = next(rest, None)
-            if value is None:
-                raise MamError("usage", f"{word} needs a value", hint=f"type {SPAWN_FORM}")
-            found[SPAWN_OPTIONS[word]] = value
-        else:
-            raise MamError("usage", f"{word!r}: not one of spawn's options here", hint=f"type {SPAWN_FORM}")
-    if found["agent"] is None and found["command"] is None:
-        raise MamError("usage", "say what to run: --agent KIND or --command CMD", hint=f"type {SPAWN_FORM}")
-    return found
 
