@@ -366,3 +366,28 @@ def test_the_event_queue_drops_the_oldest_for_a_slow_reader() -> None:
         return [queue.get_nowait() for _ in range(queue.qsize())]
     kept = asyncio.run(fill())
     assert len(kept) == QUEUE and kept[-1] == ("change", str(QUEUE * 3 - 1))
+
+
+def test_the_fleet_tells_how_an_agent_ended_before_its_row_does(ws: Workspace, tmux: Tmux) -> None:
+    """An agent whose program exited while its row still says `running` (no `reconcile --apply` yet): `mam status
+    --json` says `end` `finished` at once, and so do the fleet and, to a watch of `done`, its change stream."""
+    from mam.live.changes import Changes
+    from mam.live.topmodel import as_sessions
+
+    server = tmux.name()
+    proc = ws.mam("spawn", "quitter", "--server", server, "--command", "sh -c 'sleep 4; echo all done'")
+    assert proc.returncode == 0, proc.stderr
+    client, serve = served(ws)
+    with client:
+        until(lambda: [r.live for r in serve.hub.poller.snapshot()[0]] == ["alive"])
+        track = Changes()
+        assert track.step(as_sessions(serve.hub.poller.snapshot()[0])) == []  # the baseline: it runs
+
+        def row() -> dict[str, object]:
+            found: dict[str, object] = client.get("/api/fleet").json()["rows"][0]
+            return found
+
+        until(lambda: row()["end"] == "finished")
+        assert (row()["name"], row()["status"], row()["end"]) == ("quitter", "running", "finished")
+        told = track.step(as_sessions(serve.hub.poller.snapshot()[0]))
+        assert [(c["name"], c["to"]) for c in told] == [("quitter", "done")]

@@ -138,6 +138,23 @@ def test_watch_rings_the_bell_without_notify_send_and_survives_a_failing_command
     assert "\a" in said and "--exec" in said and "exit status 3" in said
 
 
+def test_watch_tells_an_agent_whose_program_finished_as_done(ws: Workspace, tmux: Tmux) -> None:
+    """`mam wait --until done` is met by an agent whose program exited 0, and `watch`'s default `done` is "it has
+    finished": its gone screen reads `unknown`, which a watch passed over, telling nothing."""
+    server = tmux.name()
+    proc = ws.mam("spawn", "quitter", "--server", server, "--command", "sh -c 'sleep 2; echo all done'")
+    assert proc.returncode == 0, proc.stderr
+    watcher = watch(ws, ws.env, "--json")
+    try:
+        assert ws.mam("wait", "quitter", "--until", "done", "--timeout", "30").returncode == 0
+        time.sleep(1.5)  # a few passes of the watch: told once
+    finally:
+        code, out, err = interrupt(watcher)
+    assert code == 0, err
+    told = [json.loads(line) for line in out.splitlines()]
+    assert [(c["name"], c["to"]) for c in told] == [("quitter", "done")], (out, err)
+
+
 def test_watch_refuses_bad_input(ws: Workspace) -> None:
     for args, word in ((["--on", "soon"], "--on soon"), (["--interval", "0"], "--interval 0"),
                        (["--exec", "'open"], "No closing quotation"), (["--exec", ""], "empty command")):
@@ -164,6 +181,11 @@ def test_changes_start_from_a_baseline_and_ignore_one_unknown_poll() -> None:
     watched.step([session("a", "idle")])
     assert [c["to"] for c in watched.step([session("a", "unknown")])] == ["unknown"]
     assert watched.step([session("a", None)]) == []  # --no-state: nothing to compare
+    ended = Changes()  # a program that exited 0: done, once, whatever its gone screen reads
+    ended.step([session("a", "working")])
+    assert [c["to"] for c in ended.step([{**session("a", "unknown"), "end": "finished"}])] == ["done"]
+    assert ended.step([{**session("a", "unknown"), "end": "finished"}]) == []
+    assert ended.step([{**session("a", "unknown"), "end": "failed"}]) == []  # a failure is no `done`
 
 
 def test_an_agent_that_appears_reading_unknown_has_no_state_before_its_first() -> None:

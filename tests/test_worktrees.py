@@ -244,6 +244,26 @@ def test_forget_remove_worktree_keeps_the_row_when_work_would_be_lost(ws: Worksp
     assert not place.exists() and "r6" not in ws.registry.read_text()
 
 
+def test_forget_remove_worktree_dry_run_says_what_the_real_run_does(ws: Workspace, tmux: Tmux) -> None:
+    """A dry run that said `would forget` for a row the real run keeps (work in its worktree) misled: it asks the
+    same question, and touches nothing (no lock file, no audit line, the worktree and row as they were)."""
+    make_repo(ws.root)
+    place = _stopped(ws, tmux.name(), "r7")
+    (place / "unsaved.txt").write_text("x\n")
+    (ws.root / ".mam" / "worktrees" / ".r7.lock").unlink()
+    audit = ws.root / ".mam" / "audit.jsonl"
+    before = audit.read_text()
+    proc = ws.mam("forget", "r7", "--remove-worktree", "--dry-run")
+    assert proc.returncode == 1 and "unsaved.txt" in proc.stderr and "would lose work: untracked" in proc.stderr
+    assert "would forget" not in proc.stdout and "nothing would be forgotten" in proc.stderr
+    assert row_of(ws, "r7") and (place / "unsaved.txt").is_file() and str(place) in listed(ws.root)
+    assert not (ws.root / ".mam" / "worktrees" / ".r7.lock").exists() and audit.read_text() == before
+    (place / "unsaved.txt").unlink()
+    proc = ws.mam("forget", "r7", "--remove-worktree", "--dry-run")
+    assert proc.returncode == 0 and "would forget r7" in proc.stdout
+    assert place.is_dir() and row_of(ws, "r7")
+
+
 def test_a_row_mam_did_not_sign_never_removes_a_folder(ws: Workspace, tmux: Tmux, tmp_path: Path) -> None:
     """A cloned registry names someone's worktree as mam's: git lists it, but no signature of this user's covers
     the row, so nothing is removed (not even with --force)."""

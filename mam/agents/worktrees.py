@@ -20,7 +20,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -464,10 +464,11 @@ class Removal:
 
 
 def remove(record: Mapping[str, Any], name: str, timeout: float, env: Mapping[str, str], *, force: bool,
-           delete_branch: bool) -> Removal:
+           delete_branch: bool, dry_run: bool = False) -> Removal:
     """Remove the worktree of `record` (a signed spec's `worktree:`) when that loses nothing; with `force`, after
     its work is saved to a mam/lost/ branch. Nothing is removed when git cannot say what it holds, nor when it
-    holds a submodule (whose git folder --force could not save)."""
+    holds a submodule (whose git folder --force could not save). `dry_run`: only read, and say whether it would
+    be (`removed`), saving, pruning and removing nothing."""
     entry = refuse_unless_listed(record, timeout, env)
     branch = str(record["branch"])
     repo = str(record["repo"])
@@ -475,16 +476,17 @@ def remove(record: Mapping[str, Any], name: str, timeout: float, env: Mapping[st
         found = Losses()
         if delete_branch:
             found.commits = _branch_only(repo, branch, timeout, env)
+        if dry_run:
+            return Removal(force or not found.commits, found, gone=True)
         return _finish_gone(repo, branch, name, found, timeout, env, force, delete_branch)
     found = losses(entry.path, branch, timeout, env, delete_branch=delete_branch)
     if delete_branch and not found.unreadable:
         found.commits = sorted(set(found.commits) | set(_branch_only(repo, branch, timeout, env)))
-    if found.nothing:
-        saved = None
-    elif not force or found.unreadable or found.submodules:
+    if not found.nothing and (not force or found.unreadable or found.submodules):
         return Removal(False, found)
-    else:
-        saved = save(entry.path, name, timeout, env, branch if delete_branch else None)
+    if dry_run:
+        return Removal(True, found)
+    saved = None if found.nothing else save(entry.path, name, timeout, env, branch if delete_branch else None)
     done = _git(repo, ["worktree", "remove", *(["--force"] if saved else []), "--", entry.path], timeout, env)
     if not done.ok:
         raise _fail(f"could not remove the worktree {entry.path}" + (f" (its work is saved in {saved})" if saved
@@ -583,10 +585,13 @@ def signed_record(app: App, row: Row) -> dict[str, Any]:
     return record
 
 
-def remove_for_row(app: App, row: Row, *, force: bool, delete_branch: bool) -> tuple[dict[str, Any], Removal]:
+def remove_for_row(app: App, row: Row, *, force: bool, delete_branch: bool,
+                   dry_run: bool = False) -> tuple[dict[str, Any], Removal]:
     """`mam worktree remove NAME` on the row of NAME: its signed record, where the row's host is, under the lock
-    a spawn of the name holds."""
-    with name_lock(app.workspace.dot_mam, row.name):
+    a spawn of the name holds. `dry_run`: the same checks and reading, without the lock file (it writes nothing)."""
+    if dry_run:
+        confined(app.workspace.dot_mam.parent)  # refused as the real remove would refuse it
+    with nullcontext() if dry_run else name_lock(app.workspace.dot_mam, row.name):
         # Read again under the lock: a spawn of the name that held it may have started an agent in it meanwhile.
         fresh = app.load_registry().find(row.key)
         if fresh is None:
@@ -597,7 +602,7 @@ def remove_for_row(app: App, row: Row, *, force: bool, delete_branch: bool) -> t
         record = signed_record(app, fresh)
         with remote_route(app.route(row.host or "")):
             return record, remove(record, row.name, app.timeout, app.backend_env, force=force,
-                                  delete_branch=delete_branch)
+                                  delete_branch=delete_branch, dry_run=dry_run)
 
 
 def refusal_text(name: str, record: Mapping[str, Any], removal: Removal) -> str:

@@ -194,18 +194,20 @@ def forget(ctx: typer.Context,
     call = begin(ctx, as_json)
     from mam.commands.forget import forget_document
 
-    if remove_worktree and not dry_run:
+    if remove_worktree:
         from mam.commands.worktree import remove_document
 
         app = call.open()
         for name in names:
-            done = remove_document(app, name, server)
+            # A dry run asks the same question without removing: it must not promise a forget the real one refuses.
+            done = remove_document(app, name, server, dry_run=dry_run)
             if not done["removed"]:
                 from mam.agents.worktrees import Losses, Removal, refusal_text
 
                 found = Losses.from_json(done["would_lose"])
-                raise MamError("operation_failed", refusal_text(name, done["worktree"], Removal(False, found))
-                               .replace("\n", "; "), hint="nothing was forgotten")
+                said = refusal_text(name, done["worktree"], Removal(False, found)).split("\n")
+                raise MamError("operation_failed", " ".join([said[0], "; ".join(line.strip() for line in said[1:])]),
+                               hint="nothing would be forgotten" if dry_run else "nothing was forgotten")
 
     doc = forget_document(call.open(), names, server, force=force, dry_run=dry_run)
     emit(doc, call.json, _removed_text(doc))

@@ -24,13 +24,14 @@ def _each_removed(doc: dict[str, Any]) -> list[Entry]:
     return [(doc["name"], "refused", "not removed: work would be lost")]
 
 
-@audited("worktree remove", each=_each_removed)
+@audited("worktree remove", unless="dry_run", each=_each_removed)
 def remove_document(app: App, name: str, server: str | None = None, host: str | None = None, *, force: bool = False,
-                    delete_branch: bool = False) -> dict[str, Any]:
+                    delete_branch: bool = False, dry_run: bool = False) -> dict[str, Any]:
     """Remove NAME's worktree (and its branch, with `delete_branch`) when nothing would be lost; else the
-    document says what would be, and `removed` is false (exit 1)."""
+    document says what would be, and `removed` is false (exit 1). `dry_run`: `removed` says whether it would be,
+    and nothing is touched (forget --remove-worktree --dry-run)."""
     row = agent_row(app, name, server, host)
-    record, removal = worktrees.remove_for_row(app, row, force=force, delete_branch=delete_branch)
+    record, removal = worktrees.remove_for_row(app, row, force=force, delete_branch=delete_branch, dry_run=dry_run)
     return {"schema": 1, "name": row.name, "backend": row.backend, "server": row.server, "host": row.host,
             "worktree": record, **removal.as_json()}
 

@@ -58,6 +58,11 @@ class Changes:
             state = session.get("state")
             if state is None:  # --no-state: nothing to compare
                 continue
+            if session.get("end") == "finished" and state == "unknown":
+                # Its program exited 0: its work is over, as a turn's is, and `mam wait --until done` is met by
+                # it (mam.commands.interact); its screen, gone, reads unknown. A watch of `done` tells it.
+                state = "done"
+                session = {**session, "state": state}
             before = self.known.get(key)
             if state == "unknown" and "unknown" not in self.on and (
                     key in self.known or self.started or not new_is_change):

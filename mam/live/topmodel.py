@@ -60,6 +60,7 @@ class TopRow:
     evidence: Mapping[str, Any] | None = field(default=None, compare=False, hash=False)
     ended: bool = False  # stopped, finished or failed: shown in a group of its own below the live ones
     work: str = ""  # its worktree's branch and work (render.work_brief); "" for an agent without one
+    end: str | None = None  # how it ended, as its status entry says (`end`), while its row still says it runs
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -412,7 +413,7 @@ class Poller:
             fresh = TopRow(key[3], key[0], key[1], key[2], str(entry.get("status") or ""), entry["live"], state,
                            entry.get("state_source") or "none", reason, answered,
                            self._since_of(key, state, answered or now), said_at=said, evidence=entry.get("evidence"),
-                           work=work)
+                           work=work, end=entry.get("end"))
             if entry["live"] != "unknown" and state != "unknown":
                 known[key] = fresh
             shown.append(fresh)
@@ -447,4 +448,6 @@ def as_sessions(rows: Iterable[TopRow]) -> list[dict[str, Any]]:
     server not answering, or not asked yet) is `unknown`, which keeps its last known state."""
     return [{"name": r.name, "backend": r.backend, "server": r.server, "host": r.host or None,
              "state": "unknown" if r.stale else r.state, "state_source": None if r.stale else r.source,
-             "evidence": None if r.stale else (dict(r.evidence) if r.evidence is not None else None)} for r in rows]
+             "evidence": None if r.stale else (dict(r.evidence) if r.evidence is not None else None),
+             # A program that exited 0 is `done` to a watch of it (mam.live.changes), as to `mam wait`.
+             "end": None if r.stale or r.ended else r.end} for r in rows]
