@@ -49,17 +49,22 @@ def test_a_linked_worktrees_folder_of_the_cwds_repository_is_refused(ws: Workspa
     _refused(ws, tmux, tmux.name(), other, outside, ("--cwd", str(other)))
 
 
-def test_a_link_that_stays_inside_is_followed(ws: Workspace, tmux: Tmux) -> None:
+def test_a_link_that_stays_inside_is_refused_too(ws: Workspace, tmux: Tmux) -> None:
+    """A clone's `.mam/worktrees -> ../src`: mam would check the agent out into src/ and write its `*` .gitignore
+    there, and git status would no longer show the project's new files in src/."""
     make_repo(ws.root)
-    inside = ws.root / "trees"
+    inside = ws.root / "src"
     inside.mkdir()
+    (inside / "module.py").write_text("x = 1\n")
     (ws.root / ".mam").mkdir(exist_ok=True)
-    (ws.root / ".mam" / "worktrees").symlink_to(inside)
+    (ws.root / ".mam" / "worktrees").symlink_to(Path("..") / "src")
     server = tmux.name()
     proc = spawn(ws, server, "w1")
-    assert proc.returncode == 0, proc.stderr
-    assert (inside / "w1" / "tracked.txt").is_file()
-    assert ws.mam("stop", "w1", "--server", server).returncode == 0
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "a symbolic link" in proc.stderr and "remove the link" in proc.stderr
+    assert sorted(p.name for p in inside.iterdir()) == ["module.py"]  # no checkout, no lock, no .gitignore
+    assert listed(ws.root) == [str(ws.root)]
+    assert tmux.run(server, "has-session", "-t", "=w1", check=False).returncode != 0
 
 
 def _bare_repository_with_a_filter(root: Path, marker: Path) -> Path:

@@ -139,6 +139,14 @@ def confined(root: Path) -> Path:
         target = shown(os.path.realpath(folder), 200, quote="repr", cut="inside")
         raise MamError("invalid_workspace", f"{folder}: a symbolic link leading outside the workspace (to {target}): "
                        "mam makes no worktree through it", hint="remove the link; mam makes .mam/worktrees itself")
+    for part in (folder.parent, folder):
+        if part.is_symlink():
+            # Inside the workspace too: a clone's `.mam/worktrees -> ../src` would have mam check agents out into
+            # src/ and write its `*` .gitignore there, hiding the project's new files from git status.
+            target = shown(os.readlink(part), 200, quote="repr", cut="inside")
+            raise MamError("invalid_workspace", f"{part}: a symbolic link (to {target}): mam makes no worktree "
+                           "through a link, inside the workspace or out", hint="remove the link; mam makes "
+                           ".mam/worktrees itself")
     return folder
 
 
