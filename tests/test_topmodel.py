@@ -323,6 +323,50 @@ def test_ended_agents_are_a_group_below_the_live_ones_with_their_end_in_why() ->
     assert rows[3].cells(clock[0])["for"] == "3m"  # FOR: how long ago it ended
 
 
+def test_an_end_its_backend_tells_is_in_the_ended_group_before_any_reconcile() -> None:
+    """Issue 33, 3 and 4: a pane tmux keeps dead tells how its agent ended while the registry row still says
+    `running`; top shows it in the ended group at once, its end in WHY, and still tells a watch of `done` that a
+    finished one is done (mam.live.changes)."""
+    from mam.live.changes import Changes
+    from mam.live.topmodel import as_sessions
+
+    clock = [1_800_000_000.0]  # 2027-01-15T08:00:00Z
+    names = ("busy", "fin", "bad", "kil", "gone")
+    registered = [{"name": n, "backend": "tmux", "server": "s1", "host": "", "status": "running"} for n in names]
+    ends: dict[str, dict[str, Any]] = {
+        "fin": {"end": "finished", "exit_status": 0, "last_output": ["finished OK"]},
+        "bad": {"end": "failed", "exit_status": 3, "last_output": ["KeyError: 'path'", ""]},
+        "kil": {"end": "killed", "exit_signal": 9, "last_output": []},
+        "gone": {"end": "lost"},  # no pane at all: it needs you, among the live rows
+    }
+
+    def fetch(group: tuple[str, str]) -> dict[str, Any]:
+        base = doc(group, "working")
+        entry = {**base["sessions"][0], "name": "busy"}
+        sessions = [entry] + [{**entry, "name": n, "live": "absent", "state": "unknown", "state_source": "none",
+                               "evidence": None, "state_age": None, "ended_at": "2027-01-15T07:58:00Z", **ends[n]}
+                              for n in ends]
+        return {**base, "sessions": sessions}
+
+    poller = Poller(lambda: registered, fetch, patience=5, clock=lambda: clock[0])
+    changes = Changes()
+    poller.refresh()
+    settle(poller)
+    rows, _ = poller.snapshot()
+    assert [(r.name, r.ended, r.state, r.why) for r in rows] == [
+        ("busy", False, "working", "gemini.working"),
+        ("gone", False, "unknown", ""),
+        ("bad", True, "failed", "exited 3: KeyError: 'path'"),
+        ("fin", True, "finished", "finished 2m ago"),
+        ("kil", True, "killed", "killed by signal 9"),
+    ]
+    assert rows[3].cells(clock[0])["for"] == "2m"  # FOR: since it ended
+    before = [{**s, "state": "working", "end": None} if s["name"] == "fin" else s for s in as_sessions(rows)]
+    changes.step(before)
+    told = changes.step(as_sessions(rows))
+    assert [(c["name"], c["from"], c["to"]) for c in told] == [("fin", "working", "done")]
+
+
 def test_an_ended_agent_s_end_in_top_is_the_one_mam_status_gives(ws: Workspace) -> None:
     """END of `mam status` (mam.agents.remains.end_of) and the ended group of `mam top` agree: an exit from before
     the agent's last restore says nothing of how it ends now (lost), a spawn that failed is `failed`, a stop the

@@ -158,24 +158,41 @@ def end_kind(row: Mapping[str, Any]) -> str:
     return end_of(row, "absent")[0] or "lost"
 
 
-def ended_at(row: Mapping[str, Any]) -> float | None:
-    """When it ended (end_of's time, else `stopped_at`), in seconds; None when the row cannot tell."""
+def _seconds(value: object) -> float | None:
+    """A registry time (`2027-01-15T07:57:00Z`) in seconds; None for anything else."""
     from datetime import UTC, datetime
 
-    for value in (end_of(row, "absent")[1], row.get("stopped_at")):
-        if isinstance(value, str):
-            try:
-                return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
-            except ValueError:
-                continue
+    if isinstance(value, str):
+        try:
+            return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+        except ValueError:
+            return None
     return None
+
+
+def ended_at(row: Mapping[str, Any]) -> float | None:
+    """When it ended (end_of's time, else `stopped_at`), in seconds; None when the row cannot tell."""
+    for value in (end_of(row, "absent")[1], row.get("stopped_at")):
+        at = _seconds(value)
+        if at is not None:
+            return at
+    return None
+
+
+# The ends a backend tells while the registry row still says the agent runs (until a `reconcile --apply`): top
+# shows them in the ended group at once (issue 33, 3 and 4). `lost` stays among the live rows: it needs you.
+TOLD_ENDS = ("finished", "failed", "killed")
 
 
 def end_text(row: Mapping[str, Any], now: float) -> str:
     """WHY of an ended agent: `exited 3: KeyError ...` (its last line), `killed by signal 9`, else
     `finished 3m ago`."""
-    end = end_kind(row)
-    facts = row if current_end(row) else {}
+    return end_words(end_kind(row), row if current_end(row) else {}, ended_at(row), now)
+
+
+def end_words(end: str, facts: Mapping[str, Any], at: float | None, now: float) -> str:
+    """end_text of an end and the facts kept of it (`exit_status`, `exit_signal`, `last_output`): a registry
+    row's, or a status entry's while its row still says it runs."""
     lines = facts.get("last_output")
     last = next((str(x).strip() for x in reversed(lines) if isinstance(x, str) and x.strip()), "") \
         if isinstance(lines, list) else ""
@@ -184,7 +201,6 @@ def end_text(row: Mapping[str, Any], now: float) -> str:
         return f"exited {status}" + (f": {last}" if last else "")
     if end == "killed" and isinstance(signal, int):
         return f"killed by signal {signal}" + (f": {last}" if last else "")
-    at = ended_at(row)
     return end + (f" {ago(at, now)} ago" if at is not None else "")
 
 
@@ -403,6 +419,14 @@ class Poller:
                 shown.append(TopRow(key[3], key[0], key[1], key[2], str(r.get("status") or ""), "unknown",
                                     "unknown", "none", reason, seen if group in hung else None, None, stale=True))
                 continue
+            if entry.get("end") in TOLD_ENDS and entry["live"] != "unknown":
+                # Its backend tells how it ended (a dead pane tmux keeps, a held zellij pane): the ended group now,
+                # not after a reconcile writes it. `end` kept: a watch of `done` is told a finished one.
+                at = _seconds(entry.get("ended_at"))
+                shown.append(TopRow(key[3], key[0], key[1], key[2], str(entry.get("status") or ""), entry["live"],
+                                    str(entry["end"]), "backend", end_words(str(entry["end"]), entry, at, now),
+                                    answered, at, ended=True, work=work, end=str(entry["end"])))
+                continue
             state = entry.get("state") or "unknown"
             reason = why(dict(entry)) or ""
             seen = asked[group].up.get((key[0], key[1]))
@@ -447,7 +471,9 @@ def as_sessions(rows: Iterable[TopRow]) -> list[dict[str, Any]]:
     """The rows as the status entries mam.live.changes compares (`mam top --notify`): a row not read this time (its
     server not answering, or not asked yet) is `unknown`, which keeps its last known state."""
     return [{"name": r.name, "backend": r.backend, "server": r.server, "host": r.host or None,
-             "state": "unknown" if r.stale else r.state, "state_source": None if r.stale else r.source,
+             # An end its backend told (TOLD_ENDS) is given back as its status entry says it: state unknown.
+             "state": "unknown" if r.stale or (r.ended and r.end) else r.state,
+             "state_source": None if r.stale else r.source,
              "evidence": None if r.stale else (dict(r.evidence) if r.evidence is not None else None),
              # A program that exited 0 is `done` to a watch of it (mam.live.changes), as to `mam wait`.
-             "end": None if r.stale or r.ended else r.end} for r in rows]
+             "end": None if r.stale else r.end} for r in rows]

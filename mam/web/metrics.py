@@ -48,7 +48,7 @@ class Metrics:
             for labels, n in counts.items():
                 self.agents.labels(*labels).set(n)
             self._labels = set(counts)
-            asked = {(r.backend, r.server, r.host) for r in rows if not r.ended}
+            asked = {(r.backend, r.server, r.host) for r in rows if not r.ended or r.end}  # told ends: asked
             down = {(s.backend, s.server, s.host) for s in lines if s.state == "down"}
             unknown = {(s.backend, s.server, s.host) for s in lines if s.state != "down"} - down
             self.servers.labels("down").set(len(down))
