@@ -391,3 +391,16 @@ def test_the_fleet_tells_how_an_agent_ended_before_its_row_does(ws: Workspace, t
         assert (row()["name"], row()["status"], row()["end"]) == ("quitter", "running", "finished")
         told = track.step(as_sessions(serve.hub.poller.snapshot()[0]))
         assert [(c["name"], c["to"]) for c in told] == [("quitter", "done")]
+
+
+def test_a_route_that_is_not_there_answers_in_the_error_shape(open_client: TestClient) -> None:
+    """A script that asks a wrong path or method gets the same `{"error", "exit", "hint"}` as every refusal
+    (Starlette's own answers were a plain-text `Not Found` / `Method Not Allowed`)."""
+    missing = open_client.get("/api/agent/x/peek")
+    assert missing.status_code == 404 and missing.headers["content-type"].startswith("application/json")
+    assert missing.json()["error"] == "no such route: GET /api/agent/x/peek"
+    assert "openapi.json" in missing.json()["hint"]
+    wrong = open_client.delete("/api/status")
+    assert wrong.status_code == 405 and wrong.json()["error"].startswith("DELETE is not allowed here"), wrong.text
+    assert "GET" in wrong.headers["allow"]
+    assert "default-src 'self'" in missing.headers["content-security-policy"]

@@ -457,7 +457,16 @@ def build(serve: Serve) -> Starlette:
         finally:
             hub.stop()
 
-    app = Starlette(routes=routes, lifespan=lifespan)
+    async def no_route(request: Request, exc: Exception) -> Response:
+        # Starlette's own 404 and 405 are plain text: a script gets the error shape every route answers with.
+        status = int(getattr(exc, "status_code", 404))
+        what = "no such route" if status == 404 else f"{request.method} is not allowed here"
+        response = problem(status, f"{what}: {request.method} {request.url.path}",
+                           hint="GET /api/openapi.json lists the routes and their methods")
+        response.headers.update(getattr(exc, "headers", None) or {})  # a 405's Allow
+        return response
+
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: no_route, 405: no_route})
     app.add_middleware(Shield, guard=guard)
     return app
 
