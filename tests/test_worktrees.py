@@ -264,6 +264,23 @@ def test_forget_remove_worktree_dry_run_says_what_the_real_run_does(ws: Workspac
     assert place.is_dir() and row_of(ws, "r7")
 
 
+def test_forget_of_several_removes_no_worktree_when_one_would_lose_work(ws: Workspace, tmux: Tmux) -> None:
+    """`forget A B --remove-worktree` with work in B's worktree: A's clean worktree was removed before B was
+    refused, and neither row forgotten (A's then named a worktree that was gone). Now every one is asked first."""
+    make_repo(ws.root)
+    server = tmux.name()
+    clean, dirty = _stopped(ws, server, "a1"), _stopped(ws, server, "b2")
+    (dirty / "unsaved.txt").write_text("x\n")
+    proc = ws.mam("forget", "a1", "b2", "--remove-worktree")
+    assert proc.returncode == 1 and "unsaved.txt" in proc.stderr and "no worktree removed" in proc.stderr
+    registered = {r["name"] for r in yaml.safe_load(ws.registry.read_text())["sessions"]}
+    assert clean.is_dir() and str(clean) in listed(ws.root) and registered == {"a1", "b2"}
+    (dirty / "unsaved.txt").unlink()
+    proc = ws.mam("forget", "a1", "b2", "--remove-worktree")
+    assert proc.returncode == 0, proc.stderr
+    assert not clean.exists() and not dirty.exists() and not yaml.safe_load(ws.registry.read_text())["sessions"]
+
+
 def test_a_row_mam_did_not_sign_never_removes_a_folder(ws: Workspace, tmux: Tmux, tmp_path: Path) -> None:
     """A cloned registry names someone's worktree as mam's: git lists it, but no signature of this user's covers
     the row, so nothing is removed (not even with --force)."""

@@ -198,16 +198,27 @@ def forget(ctx: typer.Context,
         from mam.commands.worktree import remove_document
 
         app = call.open()
-        for name in names:
+
+        def remove(name: str, really: bool) -> None:
             # A dry run asks the same question without removing: it must not promise a forget the real one refuses.
-            done = remove_document(app, name, server, dry_run=dry_run)
+            done = remove_document(app, name, server, dry_run=not really)
             if not done["removed"]:
                 from mam.agents.worktrees import Losses, Removal, refusal_text
 
                 found = Losses.from_json(done["would_lose"])
                 said = refusal_text(name, done["worktree"], Removal(False, found)).split("\n")
                 raise MamError("operation_failed", " ".join([said[0], "; ".join(line.strip() for line in said[1:])]),
-                               hint="nothing would be forgotten" if dry_run else "nothing was forgotten")
+                               hint="nothing would be forgotten" if dry_run else
+                               "nothing was forgotten" + (", and no worktree removed" if len(names) > 1 and not really
+                                                          else ""))
+
+        # Every one asked first: `forget A B --remove-worktree` removed A's worktree, then refused B and forgot
+        # neither, leaving A's row naming a worktree that was gone.
+        for name in names:
+            remove(name, False)
+        if not dry_run:
+            for name in names:
+                remove(name, True)
 
     doc = forget_document(call.open(), names, server, force=force, dry_run=dry_run)
     emit(doc, call.json, _removed_text(doc))
