@@ -27,7 +27,7 @@ def row_document(row: TopRow, now: float) -> dict[str, Any]:
     return {"name": row.name, "backend": row.backend, "server": row.server, "host": row.host or None,
             "status": row.status, "live": row.live, "state": row.state, "source": row.source, "why": row.why,
             "since": row.since, "for": ago(row.since, now), "said_at": row.said_at, "age": ago(row.said_at, now),
-            "read_at": row.read_at, "stale": row.stale, "end": row.state if row.ended else row.end,
+            "read_at": row.read_at, "stale": row.stale, "end": row.state if row.ended else None,
             "evidence": dict(row.evidence) if row.evidence is not None else None}
 
 
