@@ -95,7 +95,8 @@ def test_each_end_shows_in_status_peek_wait_and_restore(ws: Workspace, tmux: Tmu
     peek = ws.mam("peek", "kil")
     assert peek.returncode == 1 and "kil was killed by signal 9" in peek.stderr
 
-    assert ws.mam("wait", "fin", "--until", "done", "--timeout", "10").returncode == 0
+    waited = ws.mam("wait", "fin", "--until", "done", "--timeout", "10")
+    assert waited.returncode == 0 and waited.stdout.startswith("fin: finished (fin exited with status 0"), waited.stdout
     failed = ws.mam("wait", "bad", "--until", "done", "--timeout", "10")
     assert failed.returncode == 1 and "bad exited with status 3" in failed.stderr
 

@@ -336,8 +336,13 @@ def _rule_width(session: dict[str, Any], reason: str) -> int:
 def state_text(session: dict[str, Any]) -> str:
     """One agent's state and its evidence on one line (mam wait), the screen line quoted as it matched."""
     evidence = session.get("evidence") or {}
-    text = f"{session['name']}: {session['state']}"
-    reason = why(session)
+    state, end, reason = session["state"], session.get("end"), why(session)
+    if state == "unknown" and end in ("finished", "failed", "killed"):
+        # Its screen is gone, its end is known: `fin: finished (fin exited with status 0 ...)`, not `unknown`.
+        state = end
+        if reason and reason.startswith(f"{end}: "):
+            reason = reason[len(end) + 2:]
+    text = f"{session['name']}: {state}"
     if reason:
         text += f" ({reason})"
     if evidence.get("line"):
