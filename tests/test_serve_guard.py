@@ -58,8 +58,15 @@ def test_a_token_file_others_may_read_or_inside_the_workspace_is_refused(tmp_pat
     path = tmp_path / "token"
     path.write_text("a" * 40 + "\n")
     os.chmod(path, 0o644)
-    with pytest.raises(MamError, match="others may read it"):
+    with pytest.raises(MamError, match="others may read it") as refused:
         load_token(path, None)
+    # never "chmod 600" alone: the file named may be anything (/etc/passwd, as root, was told to chmod it)
+    assert refused.value.hint is not None and "if it holds only your token" in refused.value.hint
+    assert "which mam makes" in refused.value.hint
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(MamError, match="not a regular file"):  # at once: a FIFO's open waited for a writer
+        load_token(fifo, None)
     os.chmod(path, 0o600)
     assert load_token(path, None) == ("a" * 40, False)
     with pytest.raises(MamError, match="inside the workspace"):

@@ -127,16 +127,24 @@ def load_token(path: Path, workspace: Path | None) -> tuple[str, bool]:
             out.write(secrets.token_urlsafe(32) + "\n")
         made = True
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        # O_NONBLOCK: a FIFO named here would hold the open until some writer came; it is refused below instead.
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         with os.fdopen(fd, encoding="utf-8") as handle:
             info = os.fstat(handle.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise MamError("usage", f"--token-file {path}: not a regular file",
+                               hint="name a file that does not exist yet: mam makes it, e.g. "
+                                    "~/.config/mam/serve-token")
             text = handle.read(4097)
     except (OSError, UnicodeDecodeError) as exc:
         raise MamError("usage", f"--token-file {path}: cannot read it: {getattr(exc, 'strerror', None) or exc}") \
             from None
-    if not stat.S_ISREG(info.st_mode) or info.st_mode & 0o077:
-        raise MamError("usage", f"--token-file {path}: others may read it (mode {stat.S_IMODE(info.st_mode):o})",
-                       hint=f"chmod 600 {path}")
+    if info.st_uid != os.getuid() or info.st_mode & 0o077:
+        whose = "not yours" if info.st_uid != os.getuid() else "others may read it"
+        # Never "chmod 600" alone: the file may be anything (`/etc/passwd` as root was told to chmod it).
+        raise MamError("usage", f"--token-file {path}: {whose} (mode {stat.S_IMODE(info.st_mode):o})",
+                       hint=f"if it holds only your token, `chmod 600 {path}`; else name a file that does not "
+                            "exist yet, which mam makes (e.g. ~/.config/mam/serve-token)")
     token = text.strip()
     if len(token) < 16 or len(token) > 4096 or any(c.isspace() or not c.isprintable() for c in token):
         raise MamError("usage", f"--token-file {path}: expected one token of 16 to 4096 printable characters")
