@@ -387,6 +387,32 @@ def losses(path: str, branch: str, timeout: float, env: Mapping[str, str], *, de
     return found
 
 
+INDEX_LIMIT = 1 << 30  # a git index larger than this is no index mam copies
+
+
+def _copy_index(source: Path, dest: Path) -> None:
+    """Copy a worktree's index to mam's private one, neither through a link (a planted link at either would have
+    mam read or write elsewhere); a stale private index of an earlier run is replaced."""
+    fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        if os.fstat(fd).st_size > INDEX_LIMIT:
+            raise OSError(0, f"its index is over {INDEX_LIMIT >> 20} MiB")
+        try:
+            os.unlink(dest)
+        except FileNotFoundError:
+            pass
+        out = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            while chunk := os.read(fd, 1 << 20):
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(out, view):]
+        finally:
+            os.close(out)
+    finally:
+        os.close(fd)
+
+
 def save(path: str, name: str, timeout: float, env: Mapping[str, str], also: str | None = None) -> str:
     """Commit the worktree's whole state (every change and untracked file that is not ignored, on top of HEAD)
     to a new branch `mam/lost/NAME-DATE`, through a private index: the worktree, its index and its branch stay
@@ -398,10 +424,17 @@ def save(path: str, name: str, timeout: float, env: Mapping[str, str], also: str
     index = {"GIT_INDEX_FILE": f"{git_dir.stdout.strip()}/mam-save-index"}
     try:
         head = _git(path, ["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], timeout, env)
-        if head.ok:
-            steps: list[list[str]] = [["read-tree", "HEAD"]]
-        else:
-            steps = [["read-tree", "--empty"]]
+        real = Path(git_dir.stdout.strip()) / "index"
+        steps: list[list[str]] = []
+        try:
+            # From the worktree's own index: a file staged by force that .gitignore names (`git add -f x.log`) is
+            # work too, which an index made from HEAD and `add --all` left out, and --force then lost.
+            _copy_index(real, Path(index["GIT_INDEX_FILE"]))
+        except FileNotFoundError:
+            steps.append(["read-tree", "HEAD"] if head.ok else ["read-tree", "--empty"])
+        except OSError as exc:
+            raise MamError("operation_failed", f"{path}: could not save its work: cannot copy its index: "
+                           f"{exc.strerror or exc}") from None
         steps.append(["add", "--all", "--", "."])
         for args in steps:
             done = _git(path, args, timeout, env, index)
