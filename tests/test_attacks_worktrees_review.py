@@ -194,6 +194,17 @@ def test_what_a_clone_carries_at_the_lock_is_bad_input_not_an_internal_error(ws:
     assert tmux.run(server, "has-session", "-t", "=w1", check=False).returncode != 0
 
 
+@pytest.mark.parametrize("branch", ["refs/heads/x", "heads/x", "remotes/origin/x"])
+def test_a_branch_given_as_a_ref_is_refused_with_its_name(repo: Path, branch: str) -> None:
+    """`--branch refs/heads/x` made a branch named `refs/heads/x` (its ref refs/heads/refs/heads/x), which git
+    then reads as another ref wherever it is named."""
+    with pytest.raises(MamError, match="not its ref") as refused:
+        worktrees.make(str(repo), "p", branch, 30, ENV, local=True)
+    alone = {"refs/heads/x": "x", "heads/x": "x", "remotes/origin/x": "origin/x"}[branch]
+    assert refused.value.code == "usage" and refused.value.hint == f"--branch '{alone}'"
+    assert listed(repo) == [str(repo)] and git(repo, "branch", "--format=%(refname:short)").split() == ["main"]
+
+
 @pytest.mark.parametrize("branch", ["@{-1}", "@", "mam/lost"])
 def test_a_branch_name_git_expands_is_refused(repo: Path, branch: str) -> None:
     """`git check-ref-format --branch` takes `@{-1}` (the branch checked out before) and `@` (HEAD): the row

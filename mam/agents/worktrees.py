@@ -69,6 +69,11 @@ def check_branch(directory: str, branch: str, timeout: float, env: Mapping[str, 
             or branch == "@" or "@{" in branch or branch == LOST_PREFIX.rstrip("/"):
         raise MamError("usage", f"branch {shown(branch)}: not a branch name mam makes",
                        hint="a name like fix-login (mam/lost/ is where `mam worktree remove --force` saves work)")
+    if branch.startswith(("refs/", "heads/", "remotes/")):
+        # git would make refs/heads/refs/heads/x, a branch that reads as another ref wherever it is named.
+        alone = branch.split("/", 2)[-1] if branch.startswith("refs/") else branch.split("/", 1)[-1]
+        raise MamError("usage", f"branch {shown(branch)}: give the branch's name alone, not its ref",
+                       hint=f"--branch {shown(alone)}")
     result = _git(directory, ["check-ref-format", "--branch", branch], timeout, env)
     if result.returncode not in (0, None) and result.why.startswith("git exited"):
         raise MamError("usage", f"branch {shown(branch)}: git refuses it as a branch name",
