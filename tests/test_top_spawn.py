@@ -270,3 +270,37 @@ def test_n_in_a_real_terminal(ws: Workspace, tmux: Tmux) -> None:
     assert rows(ws)["from-top"]["spec"]["cwd"] == str(ws.root)
     tmux.run(view, "send-keys", "-t", "view", "q")
     wait_for(lambda: tmux.run(view, "has-session", "-t", "=view", check=False).returncode != 0, shown)
+
+
+def test_a_long_argv_to_consent_to_scrolls_and_the_question_stays_in_sight() -> None:
+    """A workspace kind's argv long enough to fill 80x24: the box was taller than the screen, its end (what the
+    argv ends with) and the question cut off, and any key answered, so the rest could not be read before a y.
+    Now it scrolls (End shows the end; no answer), the question stays seen, y still runs it."""
+    from textual.app import App as TextualApp
+
+    entry = {"name": "evil", "backend": "tmux", "server": "s", "host": None, "spec_trust": "workspace",
+             "argv": ["sh", *(f"--harmless-{i:03d}" for i in range(300)), "--DANGER-AT-END"], "cwd": "/tmp",
+             "env_names": []}
+    answers: list[bool] = []
+
+    class Host(TextualApp[None]):
+        def on_mount(self) -> None:
+            self.push_screen(Consent(entry), answers.append)
+
+    async def scenario() -> None:
+        app = Host()
+        async with app.run_test(size=(80, 24)) as pilot:
+            await until(pilot, lambda: isinstance(app.screen, Consent))
+            await pilot.pause(0.1)
+            shot = app.export_screenshot()
+            assert "y/N]" in shot and "--DANGER-AT-END" not in shot
+            await pilot.press("end")
+            await pilot.pause(0.1)
+            assert isinstance(app.screen, Consent) and not answers  # reading on is no answer
+            shot = app.export_screenshot()
+            assert "--DANGER-AT-END" in shot and "y/N]" in shot
+            await pilot.press("y")
+            await until(pilot, lambda: bool(answers))
+            assert answers == [True]
+
+    asyncio.run(scenario())

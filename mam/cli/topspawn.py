@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Checkbox, Input, Static
 
@@ -112,22 +112,35 @@ class SpawnForm(ModalScreen[dict[str, str] | None]):
 
 class Consent(ModalScreen[bool]):
     """spawn's question at a terminal, as the CLI asks it: y runs it and signs it as yours, anything else
-    refuses (with the CLI's message)."""
+    refuses (with the CLI's message). What it would run scrolls (arrows, PgUp/PgDn, Home/End), the question kept
+    in sight below it: a workspace's long argv must not push its own end, or the question, off the screen."""
 
     DEFAULT_CSS = """
     Consent { align: center middle; }
-    Consent > Static { width: auto; max-width: 95%; border: round $error; padding: 0 1; }
+    Consent > Vertical { width: 95%; height: auto; max-height: 100%; border: round $error; padding: 0 1; }
+    Consent VerticalScroll { height: auto; max-height: 80vh; }
     """
+    SCROLLS: ClassVar[dict[str, str]] = {"up": "scroll_up", "down": "scroll_down", "pageup": "scroll_page_up",
+                                         "pagedown": "scroll_page_down", "home": "scroll_home", "end": "scroll_end"}
 
     def __init__(self, entry: dict[str, Any]) -> None:
         super().__init__()
-        self.text = "\n".join([*(visible(line) for line in doubt_lines(entry)), f"{CONSENT_QUESTION} [y/N]"])
+        self.lines = "\n".join(visible(line) for line in doubt_lines(entry))
+        self.text = f"{self.lines}\n{CONSENT_QUESTION} [y/N]"
 
     def compose(self) -> ComposeResult:
-        yield Static(Text(self.text), id="consent")
+        with Vertical() as box:
+            box.border_subtitle = "↑ ↓ PgUp PgDn: all of it"
+            with VerticalScroll():
+                yield Static(Text(self.lines), id="consent")
+            yield Static(Text(f"{CONSENT_QUESTION} [y/N]"), id="consent-question")
 
     def on_key(self, event: Any) -> None:
         event.stop()
+        scroll = self.SCROLLS.get(event.key)
+        if scroll is not None:  # reading the rest is no answer (every other key was a no, unseen lines unread)
+            getattr(self.query_one(VerticalScroll), scroll)(animate=False)
+            return
         self.dismiss(event.key in ("y", "Y"))
 
 
