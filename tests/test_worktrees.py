@@ -281,6 +281,24 @@ def test_forget_of_several_removes_no_worktree_when_one_would_lose_work(ws: Work
     assert not clean.exists() and not dirty.exists() and not yaml.safe_load(ws.registry.read_text())["sessions"]
 
 
+def test_remove_force_never_saves_into_the_repository_a_rewritten_git_file_names(ws: Workspace, tmux: Tmux,
+                                                                                tmp_path: Path) -> None:
+    """The worktree's `.git` file rewritten (by anything that may write there) to name another repository: --force
+    read its work there, made its mam/lost/ branch there and said the work was saved, then git refused to remove
+    it. Now nothing is saved or removed, and the refusal says why."""
+    make_repo(ws.root)
+    place = _stopped(ws, tmux.name(), "r9")
+    other = tmp_path / "other"
+    make_repo(other)
+    (place / "precious.txt").write_text("work\n")
+    (place / ".git").write_text(f"gitdir: {other}/.git\n")
+    proc = ws.mam("worktree", "remove", "r9", "--force")
+    assert proc.returncode == 1 and "not removed" in proc.stderr and str(other) in proc.stderr, proc.stderr
+    assert "saved" not in proc.stderr.split("\n")[0]
+    assert git(other, "branch", "--list", "mam/lost/*") == ""
+    assert (place / "precious.txt").read_text() == "work\n" and row_of(ws, "r9")
+
+
 def test_a_row_mam_did_not_sign_never_removes_a_folder(ws: Workspace, tmux: Tmux, tmp_path: Path) -> None:
     """A cloned registry names someone's worktree as mam's: git lists it, but no signature of this user's covers
     the row, so nothing is removed (not even with --force)."""

@@ -16,6 +16,7 @@ state (every change and untracked file, on top of HEAD) to a `mam/lost/NAME-DATE
 from __future__ import annotations
 
 import os
+import posixpath
 import re
 import threading
 import time
@@ -525,7 +526,9 @@ def remove(record: Mapping[str, Any], name: str, timeout: float, env: Mapping[st
         if dry_run:
             return Removal(force or not found.commits, found, gone=True)
         return _finish_gone(repo, branch, name, found, timeout, env, force, delete_branch)
-    found = losses(entry.path, branch, timeout, env, delete_branch=delete_branch)
+    elsewhere = _read_elsewhere(entry.path, repo, timeout, env)
+    found = Losses(unreadable=elsewhere) if elsewhere else losses(entry.path, branch, timeout, env,
+                                                                  delete_branch=delete_branch)
     if delete_branch and not found.unreadable:
         found.commits = sorted(set(found.commits) | set(_branch_only(repo, branch, timeout, env)))
     if not found.nothing and (not force or found.unreadable or found.submodules):
@@ -539,6 +542,22 @@ def remove(record: Mapping[str, Any], name: str, timeout: float, env: Mapping[st
                                                                       else ""), done)
     deleted = delete_branch and _delete_branch(repo, branch, timeout, env)
     return Removal(True, found, saved, deleted)
+
+
+def _read_elsewhere(path: str, repo: str, timeout: float, env: Mapping[str, str]) -> str | None:
+    """Why git reads the worktree at `path` through another git folder than one of `repo`'s (its `.git` file
+    rewritten, by anything that may write there, to name another repository), else None. Its state would be read
+    from that repository and --force's save made there, while mam said the work was saved."""
+    here = _git(path, ["rev-parse", "--absolute-git-dir"], timeout, env)
+    own = _git(repo, ["rev-parse", "--absolute-git-dir"], timeout, env)
+    if not here.ok or not own.ok:
+        return f"git rev-parse: {(own if here.ok else here).why}"
+    found = here.stdout.rstrip("\n")
+    # A linked worktree's git folder is REPO_GIT/worktrees/ID.
+    if posixpath.basename(posixpath.dirname(found)) != "worktrees" \
+            or not _same(posixpath.dirname(posixpath.dirname(found)), own.stdout.rstrip("\n")):
+        return f"its .git names a git folder not of {repo}: {shown(found, 200, quote='repr', cut='inside')}"
+    return None
 
 
 def _branch_only(repo: str, branch: str, timeout: float, env: Mapping[str, str]) -> list[str]:
