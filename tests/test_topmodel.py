@@ -24,6 +24,7 @@ from mam.live.topmodel import (
     ago,
     cell_of,
     columns_for,
+    end_text,
     filtered,
     fingerprint,
     ordered,
@@ -392,3 +393,12 @@ def test_an_ended_agent_s_end_in_top_is_the_one_mam_status_gives(ws: Workspace) 
     assert {name: state for name, (state, _) in shown.items()} == status == {
         "restored": "lost", "unspawned": "failed", "asked-to-stop": "stopped"}
     assert shown["restored"][1] == "lost" and shown["asked-to-stop"][1] == "stopped 3m ago", shown
+
+
+def test_an_end_s_last_line_from_a_clone_s_row_is_cleaned_and_cut() -> None:
+    """WHY of an ended row quotes its last line, which a clone's registry may hold: a bidi override, an escape
+    sequence and 100,000 characters went to serve's page as they were (top's table showed them escaped)."""
+    row = {"status": "terminated", "exit_status": 1, "last_output": ["ok \u202eevil\x1b[2J" + "x" * 100_000]}
+    why = end_text(row, 0.0)
+    assert why.startswith("exited 1: ok evil[2Jx") and why.endswith("...") and len(why) < 250, why[:80]
+    assert all(ch.isprintable() for ch in why)

@@ -193,9 +193,15 @@ def end_text(row: Mapping[str, Any], now: float) -> str:
 def end_words(end: str, facts: Mapping[str, Any], at: float | None, now: float) -> str:
     """end_text of an end and the facts kept of it (`exit_status`, `exit_signal`, `last_output`): a registry
     row's, or a status entry's while its row still says it runs."""
+    from mam.agents.remains import LINE_CHARS
+    from mam.kinds.classify import clean
+
     lines = facts.get("last_output")
-    last = next((str(x).strip() for x in reversed(lines) if isinstance(x, str) and x.strip()), "") \
+    # Cleaned and cut as every quoted line is: a registry row's lines are anyone's (a clone's), and WHY goes to
+    # serve's page as it is (a bidi override there turned the text around; top's table made it visible).
+    last = next((clean(x).strip() for x in reversed(lines) if isinstance(x, str) and clean(x).strip()), "") \
         if isinstance(lines, list) else ""
+    last = last if len(last) <= LINE_CHARS else last[:LINE_CHARS - 3] + "..."
     status, signal = facts.get("exit_status"), facts.get("exit_signal")
     if end == "failed" and isinstance(status, int):
         return f"exited {status}" + (f": {last}" if last else "")
