@@ -320,3 +320,16 @@ def test_restore_never_makes_the_worktree_again_through_a_link(repo: Path, tmp_p
     with pytest.raises(MamError):
         worktrees.remake(record, 30, ENV)
     assert list(outside.iterdir()) == [] and listed(repo) == [str(repo)]
+
+
+def test_the_index_copy_refuses_a_fifo_or_a_link_at_once(tmp_path: Path) -> None:
+    """`worktree remove --force` copies the worktree's index before it saves: a FIFO there held the open until
+    some writer came (for good), a link would have it read elsewhere; each is refused at once, nothing made."""
+    fifo, link, dest = tmp_path / "fifo", tmp_path / "link", tmp_path / "mam-save-index"
+    os.mkfifo(fifo)
+    link.symlink_to(tmp_path / "elsewhere")
+    (tmp_path / "elsewhere").write_bytes(b"DIRC")
+    for source in (fifo, link):
+        with pytest.raises(OSError):
+            worktrees._copy_index(source, dest)
+        assert not dest.exists()

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import posixpath
 import re
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -399,9 +400,13 @@ INDEX_LIMIT = 1 << 30  # a git index larger than this is no index mam copies
 def _copy_index(source: Path, dest: Path) -> None:
     """Copy a worktree's index to mam's private one, neither through a link (a planted link at either would have
     mam read or write elsewhere); a stale private index of an earlier run is replaced."""
-    fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    # O_NONBLOCK: a FIFO put there would hold the open until some writer came; it is refused below instead.
+    fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     try:
-        if os.fstat(fd).st_size > INDEX_LIMIT:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(0, "its index is not a regular file")
+        if info.st_size > INDEX_LIMIT:
             raise OSError(0, f"its index is over {INDEX_LIMIT >> 20} MiB")
         try:
             os.unlink(dest)
