@@ -12,7 +12,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mam.agents.remains import current_end, end_of
+from mam.agents.remains import LINE_CHARS, current_end, end_of
+from mam.kinds.classify import clean
 from mam.registry import ACTIVE_STATUSES
 from mam.util.render import why, work_brief
 
@@ -193,9 +194,6 @@ def end_text(row: Mapping[str, Any], now: float) -> str:
 def end_words(end: str, facts: Mapping[str, Any], at: float | None, now: float) -> str:
     """end_text of an end and the facts kept of it (`exit_status`, `exit_signal`, `last_output`): a registry
     row's, or a status entry's while its row still says it runs."""
-    from mam.agents.remains import LINE_CHARS
-    from mam.kinds.classify import clean
-
     lines = facts.get("last_output")
     # Cleaned and cut as every quoted line is: a registry row's lines are anyone's (a clone's), and WHY goes to
     # serve's page as it is (a bidi override there turned the text around; top's table made it visible).
