@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from mam.plugin.records import Failure, Remains
@@ -55,7 +55,7 @@ def read_remains(app: App, rows: Iterable[Row]) -> dict[RowKey, Remains]:
     return found
 
 
-def _shown_line(line: str, assignments: list[str]) -> str:
+def shown_line(line: str, assignments: Sequence[str] = ()) -> str:
     """`line` as a row keeps it: cleaned as every quoted line is (mam.kinds.classify.clean: no control, format or
     invisible character), its secret values hidden and only then cut to LINE_CHARS (a cut first could leave a
     piece of a value too short for hide_values to know it)."""
@@ -71,7 +71,7 @@ def row_fields(app: App, row: Row, remains: Remains, now: str) -> dict[str, Any]
     lines, as in every message about it (the registry keeps names only)."""
     names = (row.spec or {}).get("env_names") or ()
     assignments = [f"{name}={app.env[name]}" for name in names if name in app.env]
-    lines = [_shown_line(line, assignments) for line in remains.lines if isinstance(line, str)]
+    lines = [shown_line(line, assignments) for line in remains.lines if isinstance(line, str)]
     # What a plugin hands back is checked as the registry checks it: a bad value must not void the write.
     return {"exit_status": _count(remains.exit_status), "exit_signal": _count(remains.exit_signal),
             "last_output": [line for line in lines if line.strip()][-KEPT_LINES:],

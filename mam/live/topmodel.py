@@ -12,8 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mam.agents.remains import LINE_CHARS, current_end, end_of
-from mam.kinds.classify import clean
+from mam.agents.remains import current_end, end_of, shown_line
 from mam.registry import ACTIVE_STATUSES
 from mam.util.render import why, work_brief
 
@@ -195,11 +194,10 @@ def end_words(end: str, facts: Mapping[str, Any], at: float | None, now: float) 
     """end_text of an end and the facts kept of it (`exit_status`, `exit_signal`, `last_output`): a registry
     row's, or a status entry's while its row still says it runs."""
     lines = facts.get("last_output")
-    # Cleaned and cut as every quoted line is: a registry row's lines are anyone's (a clone's), and WHY goes to
-    # serve's page as it is (a bidi override there turned the text around; top's table made it visible).
-    last = next((clean(x).strip() for x in reversed(lines) if isinstance(x, str) and clean(x).strip()), "") \
-        if isinstance(lines, list) else ""
-    last = last if len(last) <= LINE_CHARS else last[:LINE_CHARS - 3] + "..."
+    # Cleaned and cut as a row keeps a line (remains.shown_line): a registry row's lines are anyone's (a clone's),
+    # and WHY goes to serve's page as it is (a bidi override there turned the text around).
+    shown = (shown_line(x).strip() for x in reversed(lines) if isinstance(x, str)) if isinstance(lines, list) else ()
+    last = next((text for text in shown if text), "")
     status, signal = facts.get("exit_status"), facts.get("exit_signal")
     if end == "failed" and isinstance(status, int):
         return f"exited {status}" + (f": {last}" if last else "")

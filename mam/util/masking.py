@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 HIDDEN = "***"
 MIN_HIDDEN = 3  # shorter values (a flag like "1") are no secrets, and hiding them would garble every message
 MIN_FRAGMENT = 8  # a piece of a value this long is hidden too: a backend may have cut or wrapped the value
 
 
-def hide_values(text: str, assignments: list[str]) -> str:
+def hide_values(text: str, assignments: Sequence[str]) -> str:
     """`text` with the value of each `--env` assignment (NAME=VALUE) written as ***: a backend's error, or the
     last line an agent printed as it died, may quote one, and the registry keeps only variable names. What was
     cut or wrapped before it came here (a line cut at its end, a multi-line value's first line) leaves a piece
