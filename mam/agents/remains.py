@@ -22,6 +22,9 @@ FIELDS = ("exit_status", "exit_signal", "last_output", "ended_at")
 # program exited 0), failed (a non-zero status), killed (a signal), stopped (by `mam stop`), lost (gone and no
 # one kept how: its server died with it, or lists it no more and keeps no ended pane of it).
 ENDS = ("finished", "failed", "killed", "stopped", "lost")
+# The ends its program's exit tells (a pane the backend keeps, or the row's record of it): status, wait and top
+# say them as facts; `stopped` and `lost` are mam's own words for the others.
+EXIT_ENDS = ("finished", "failed", "killed")
 # The ends `restore --all` and `reconcile --apply --restore` start again: never what ended well or was stopped.
 RESTARTED_ENDS = ("failed", "killed", "lost")
 

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from mam.agents.remains import EXIT_ENDS
 from mam.agents.rows import agent_row, listed_agent, not_running, session_entry
 from mam.agents.statusview import add_ends, add_state, observe, parse_state_filter
 from mam.audit.trail import audited
@@ -221,7 +222,7 @@ def _gone(app: App, row: Row, outcome: ServerOutcome | None, entry: dict[str, An
         return not_running(row, f"{row.backend} server {row.server} is down; mam wait never starts it")
     if entry["live"] == "absent":
         fresh = {k: entry.get(k) for k in ("exit_status", "exit_signal", "last_output")}
-        known = entry.get("end") in ("finished", "failed", "killed")
+        known = entry.get("end") in EXIT_ENDS
         return not_running(row, f"{row.name} is not running on {row.backend} server {row.server}",
                            fresh if known else None)
     if outcome is not None and outcome.error is not None and outcome.error.kind is ErrorKind.NOT_INSTALLED:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mam.agents.remains import current_end, end_of, shown_line
+from mam.agents.remains import EXIT_ENDS, current_end, end_of, shown_line
 from mam.registry import ACTIVE_STATUSES
 from mam.util.render import why, work_brief
 
@@ -179,9 +179,9 @@ def ended_at(row: Mapping[str, Any]) -> float | None:
     return None
 
 
-# The ends a backend tells while the registry row still says the agent runs (until a `reconcile --apply`): top
-# shows them in the ended group at once (issue 33, 3 and 4). `lost` stays among the live rows: it needs you.
-TOLD_ENDS = ("finished", "failed", "killed")
+# The ends a backend tells while the registry row still says the agent runs (until a `reconcile --apply`), top
+# shows in the ended group at once (issue 33, 3 and 4): remains.EXIT_ENDS. `lost` stays among the live rows: it
+# needs you.
 
 
 def end_text(row: Mapping[str, Any], now: float) -> str:
@@ -421,7 +421,7 @@ class Poller:
                 shown.append(TopRow(key[3], key[0], key[1], key[2], str(r.get("status") or ""), "unknown",
                                     "unknown", "none", reason, seen if group in hung else None, None, stale=True))
                 continue
-            if entry.get("end") in TOLD_ENDS and entry["live"] != "unknown":
+            if entry.get("end") in EXIT_ENDS and entry["live"] != "unknown":
                 # Its backend tells how it ended (a dead pane tmux keeps, a held zellij pane): the ended group now,
                 # not after a reconcile writes it. `end` kept: a watch of `done` is told a finished one.
                 at = _seconds(entry.get("ended_at"))
@@ -473,7 +473,7 @@ def as_sessions(rows: Iterable[TopRow]) -> list[dict[str, Any]]:
     """The rows as the status entries mam.live.changes compares (`mam top --notify`): a row not read this time (its
     server not answering, or not asked yet) is `unknown`, which keeps its last known state."""
     return [{"name": r.name, "backend": r.backend, "server": r.server, "host": r.host or None,
-             # An end its backend told (TOLD_ENDS) is given back as its status entry says it: state unknown.
+             # An end its backend told (EXIT_ENDS) is given back as its status entry says it: state unknown.
              "state": "unknown" if r.stale or (r.ended and r.end) else r.state,
              "state_source": None if r.stale else r.source,
              "evidence": None if r.stale else (dict(r.evidence) if r.evidence is not None else None),

@@ -337,11 +337,10 @@ def state_text(session: dict[str, Any]) -> str:
     """One agent's state and its evidence on one line (mam wait), the screen line quoted as it matched."""
     evidence = session.get("evidence") or {}
     state, end, reason = session["state"], session.get("end"), why(session)
-    if state == "unknown" and end in ("finished", "failed", "killed"):
-        # Its screen is gone, its end is known: `fin: finished (fin exited with status 0 ...)`, not `unknown`.
-        state = end
-        if reason and reason.startswith(f"{end}: "):
-            reason = reason[len(end) + 2:]
+    if state == "unknown" and end and reason and reason.startswith(f"{end}: "):
+        # Its screen is gone and its end explains it (statusview.add_ends' fact): `fin: finished (fin exited with
+        # status 0 ...)`, not `fin: unknown (finished: ...)`.
+        state, reason = end, reason[len(end) + 2:]
     text = f"{session['name']}: {state}"
     if reason:
         text += f" ({reason})"
