@@ -138,22 +138,18 @@ def _same(a: str, b: str) -> bool:
 
 
 def confined(root: Path) -> Path:
-    """`root`'s .mam/worktrees, refused (exit 2) when a symbolic link (.mam, .mam/worktrees) takes it outside
-    `root`: a clone can carry such a link, and mam would make the worktree, its lock and .gitignore wherever it
-    points, and start the agent there."""
+    """`root`'s .mam/worktrees, refused (exit 2) when it or .mam is a symbolic link: a clone can carry one, and
+    mam would make the worktree, its lock and .gitignore wherever it points and start the agent there; inside the
+    workspace too (`.mam/worktrees -> ../src` would check agents out into src/ and write its `*` .gitignore there,
+    hiding the project's new files from git status)."""
     folder = root / FOLDER
-    if not leads_inside(folder, root):
-        target = shown(os.path.realpath(folder), 200, quote="repr", cut="inside")
-        raise MamError("invalid_workspace", f"{folder}: a symbolic link leading outside the workspace (to {target}): "
-                       "mam makes no worktree through it", hint="remove the link; mam makes .mam/worktrees itself")
     for part in (folder.parent, folder):
         if part.is_symlink():
-            # Inside the workspace too: a clone's `.mam/worktrees -> ../src` would have mam check agents out into
-            # src/ and write its `*` .gitignore there, hiding the project's new files from git status.
-            target = shown(os.readlink(part), 200, quote="repr", cut="inside")
-            raise MamError("invalid_workspace", f"{part}: a symbolic link (to {target}): mam makes no worktree "
-                           "through a link, inside the workspace or out", hint="remove the link; mam makes "
-                           ".mam/worktrees itself")
+            inside = leads_inside(folder, root)
+            target = shown(os.readlink(part) if inside else os.path.realpath(folder), 200, quote="repr", cut="inside")
+            raise MamError("invalid_workspace", f"{part}: a symbolic link leading {'inside' if inside else 'outside'}"
+                           f" the workspace (to {target}): mam makes no worktree through a link",
+                           hint="remove the link; mam makes .mam/worktrees itself")
     return folder
 
 
