@@ -420,18 +420,15 @@ def _copy_index(source: Path, dest: Path) -> None:
         os.close(fd)
 
 
-def save(path: str, name: str, timeout: float, env: Mapping[str, str], also: str | None = None) -> str:
+def save(path: str, git_dir: str, name: str, timeout: float, env: Mapping[str, str], also: str | None = None) -> str:
     """Commit the worktree's whole state (every change and untracked file that is not ignored, on top of HEAD)
-    to a new branch `mam/lost/NAME-DATE`, through a private index: the worktree, its index and its branch stay
-    as they were. `also`: a branch about to be deleted, whose tip becomes a second parent (HEAD may have moved
-    off it, leaving commits only it holds). Returns the branch."""
-    git_dir = _git(path, ["rev-parse", "--absolute-git-dir"], timeout, env)
-    if not git_dir.ok:
-        raise _fail(f"{path}: could not find its git folder", git_dir)
-    index = {"GIT_INDEX_FILE": f"{git_dir.stdout.strip()}/mam-save-index"}
+    to a new branch `mam/lost/NAME-DATE`, through a private index in its git folder `git_dir` (own_git_dir): the
+    worktree, its index and its branch stay as they were. `also`: a branch about to be deleted, whose tip becomes
+    a second parent (HEAD may have moved off it, leaving commits only it holds). Returns the branch."""
+    index = {"GIT_INDEX_FILE": f"{git_dir}/mam-save-index"}
     try:
         head = _git(path, ["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], timeout, env)
-        real = Path(git_dir.stdout.strip()) / "index"
+        real = Path(git_dir) / "index"
         steps: list[list[str]] = []
         try:
             # From the worktree's own index: a file staged by force that .gitignore names (`git add -f x.log`) is
@@ -524,10 +521,8 @@ def remove(record: Mapping[str, Any], name: str, timeout: float, env: Mapping[st
         found = Losses()
         if delete_branch:
             found.commits = _branch_only(repo, branch, timeout, env)
-        if dry_run:
-            return Removal(force or not found.commits, found, gone=True)
-        return _finish_gone(repo, branch, name, found, timeout, env, force, delete_branch)
-    elsewhere = _read_elsewhere(entry.path, repo, timeout, env)
+        return _finish_gone(repo, branch, name, found, timeout, env, force, delete_branch, dry_run)
+    git_dir, elsewhere = own_git_dir(entry.path, repo, timeout, env)
     found = Losses(unreadable=elsewhere) if elsewhere else losses(entry.path, branch, timeout, env,
                                                                   delete_branch=delete_branch)
     if delete_branch and not found.unreadable:
@@ -536,7 +531,7 @@ def remove(record: Mapping[str, Any], name: str, timeout: float, env: Mapping[st
         return Removal(False, found)
     if dry_run:
         return Removal(True, found)
-    saved = None if found.nothing else save(entry.path, name, timeout, env, branch if delete_branch else None)
+    saved = None if found.nothing else save(entry.path, git_dir, name, timeout, env, branch if delete_branch else None)
     done = _git(repo, ["worktree", "remove", *(["--force"] if saved else []), "--", entry.path], timeout, env)
     if not done.ok:
         raise _fail(f"could not remove the worktree {entry.path}" + (f" (its work is saved in {saved})" if saved
@@ -545,20 +540,20 @@ def remove(record: Mapping[str, Any], name: str, timeout: float, env: Mapping[st
     return Removal(True, found, saved, deleted)
 
 
-def _read_elsewhere(path: str, repo: str, timeout: float, env: Mapping[str, str]) -> str | None:
-    """Why git reads the worktree at `path` through another git folder than one of `repo`'s (its `.git` file
-    rewritten, by anything that may write there, to name another repository), else None. Its state would be read
-    from that repository and --force's save made there, while mam said the work was saved."""
+def own_git_dir(path: str, repo: str, timeout: float, env: Mapping[str, str]) -> tuple[str, str | None]:
+    """The git folder git reads the worktree at `path` through, and None; or "" and why it is not one of
+    `repo`'s (its `.git` file rewritten, by anything that may write there, to name another repository: its state
+    would be read from that repository and --force's save made there, while mam said the work was saved)."""
     here = _git(path, ["rev-parse", "--absolute-git-dir"], timeout, env)
     own = _git(repo, ["rev-parse", "--absolute-git-dir"], timeout, env)
     if not here.ok or not own.ok:
-        return f"git rev-parse: {(own if here.ok else here).why}"
+        return "", f"git rev-parse: {(own if here.ok else here).why}"
     found = here.stdout.rstrip("\n")
     # A linked worktree's git folder is REPO_GIT/worktrees/ID.
     if posixpath.basename(posixpath.dirname(found)) != "worktrees" \
             or not _same(posixpath.dirname(posixpath.dirname(found)), own.stdout.rstrip("\n")):
-        return f"its .git names a git folder not of {repo}: {shown(found, 200, quote='repr', cut='inside')}"
-    return None
+        return "", f"its .git names a git folder not of {repo}: {shown(found, 200, quote='repr', cut='inside')}"
+    return found, None
 
 
 def _branch_only(repo: str, branch: str, timeout: float, env: Mapping[str, str]) -> list[str]:
@@ -580,11 +575,15 @@ def _delete_branch(repo: str, branch: str, timeout: float, env: Mapping[str, str
 
 
 def _finish_gone(repo: str, branch: str, name: str, found: Losses, timeout: float, env: Mapping[str, str],
-                 force: bool, delete_branch: bool) -> Removal:
-    """The folder is gone already: git's record of it is pruned; the branch goes on the same rule."""
-    _git(repo, ["worktree", "prune"], timeout, env)
+                 force: bool, delete_branch: bool, dry_run: bool) -> Removal:
+    """The folder is gone already: git's record of it is pruned; the branch goes on the same rule. `dry_run`:
+    the answer alone."""
+    if not dry_run:
+        _git(repo, ["worktree", "prune"], timeout, env)
     if found.commits and not force:
         return Removal(False, found, gone=True)
+    if dry_run:
+        return Removal(True, found, gone=True)
     saved = None
     if found.commits:
         saved = _copy_branch(repo, branch, name, timeout, env)
