@@ -199,26 +199,25 @@ def forget(ctx: typer.Context,
 
         app = call.open()
 
-        def remove(name: str, really: bool) -> None:
+        def remove(name: str, asking: bool, hint: str) -> None:
             # A dry run asks the same question without removing: it must not promise a forget the real one refuses.
-            done = remove_document(app, name, server, dry_run=not really)
+            done = remove_document(app, name, server, dry_run=asking)
             if not done["removed"]:
                 from mam.agents.worktrees import Losses, Removal, refusal_text
 
                 found = Losses.from_json(done["would_lose"])
                 said = refusal_text(name, done["worktree"], Removal(False, found)).split("\n")
                 raise MamError("operation_failed", " ".join([said[0], "; ".join(line.strip() for line in said[1:])]),
-                               hint="nothing would be forgotten" if dry_run else
-                               "nothing was forgotten" + (", and no worktree removed" if len(names) > 1 and not really
-                                                          else ""))
+                               hint=hint)
 
         # Every one asked first: `forget A B --remove-worktree` removed A's worktree, then refused B and forgot
         # neither, leaving A's row naming a worktree that was gone.
         for name in names:
-            remove(name, False)
+            remove(name, True, "nothing would be forgotten" if dry_run else
+                   "nothing was forgotten" + (", and no worktree removed" if len(names) > 1 else ""))
         if not dry_run:
             for name in names:
-                remove(name, True)
+                remove(name, False, "nothing was forgotten")
 
     doc = forget_document(call.open(), names, server, force=force, dry_run=dry_run)
     emit(doc, call.json, _removed_text(doc))

@@ -112,9 +112,10 @@ class Actions:
         name, branch = field.get("name", ""), field.get("branch", "")
         if branch and not field.get("worktree"):
             raise MamError("usage", "--branch is for --worktree", hint="tick worktree, or empty the branch")
-        cwd = field.get("cwd") or self.spawn_defaults()["cwd"] or None
-        if cwd is not None and self.host is None:
-            cwd = os.path.join(self.app.workspace.root, os.path.expanduser(cwd))
+        cwd = field.get("cwd") or None
+        if self.host is None:  # here: below the workspace root, which an empty field is (spawn_defaults)
+            root = str(self.app.workspace.root)
+            cwd = os.path.join(root, os.path.expanduser(cwd)) if cwd else root
         doc = spawn_document(self.app, name, agent=field.get("agent") or None,
                              command=field.get("command") or None, server=field.get("server") or None, cwd=cwd,
                              args=[], host=self.host, ask=ask, worktree=branch if field.get("worktree") else None)
