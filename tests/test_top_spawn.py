@@ -304,3 +304,21 @@ def test_a_long_argv_to_consent_to_scrolls_and_the_question_stays_in_sight() -> 
             assert answers == [True]
 
     asyncio.run(scenario())
+
+
+@needs_tmux
+@pytest.mark.parametrize("field, value", [("name", "-L"), ("name", "a;touch x"), ("name", "$(id)"),
+                                          ("name", "a\nb"), ("name", "#{pane_id}"), ("server", "-x"),
+                                          ("server", "s\rs")])
+def test_the_form_refuses_a_name_the_contract_refuses_before_any_tmux_runs(
+        ws: Workspace, tmux: Tmux, field: str, value: str) -> None:
+    """A name or server name not of `[A-Za-z0-9][A-Za-z0-9._-]*` is bad input (the CLI's exit 2) before any
+    backend process starts: typed into top's form too, it reaches neither tmux nor the registry."""
+    from mam.util.errors import EXIT_BAD_INPUT, MamError
+
+    actions = Actions(App.open(str(ws.root), "tmux", ws.env))
+    form = {"name": "ok1", "server": tmux.name(), "command": "sleep 60", field: value}
+    with pytest.raises(MamError) as refused:
+        actions.spawn(form)
+    assert refused.value.exit_code == EXIT_BAD_INPUT, refused.value
+    assert tmux.sockets() == [] and rows(ws) == {}
