@@ -29,6 +29,12 @@ EXIT_ENDS = ("finished", "failed", "killed")
 RESTARTED_ENDS = ("failed", "killed", "lost")
 
 
+def state_or_done(entry: Mapping[str, Any]) -> Any:
+    """A status entry's state as `mam wait --until done` and a watch of `done` take it: `done` for an agent whose
+    program finished (exited 0), its work over as a turn's is, whatever its gone screen reads."""
+    return "done" if entry.get("end") == "finished" else entry.get("state")
+
+
 def read_remains(app: App, rows: Iterable[Row]) -> dict[RowKey, Remains]:
     """The remains of each of `rows` whose backend still keeps its ended pane, asked once per server. A server
     that cannot be asked, or a backend that keeps nothing, leaves its rows out: nothing is known of them."""

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from mam.agents.remains import EXIT_ENDS
+from mam.agents.remains import EXIT_ENDS, state_or_done
 from mam.agents.rows import agent_row, listed_agent, not_running, session_entry
 from mam.agents.statusview import add_ends, add_state, observe, parse_state_filter
 from mam.audit.trail import audited
@@ -206,7 +206,7 @@ def _poll(app: App, rows: Sequence[Row]) -> list[tuple[dict[str, Any], ServerOut
 def is_reached(entry: dict[str, Any], wanted: frozenset[str]) -> bool:
     """Whether the agent of status entry `entry` is in one of the states `wanted`. `done` is also met by an
     agent whose program finished (exited 0): its work is over, as a turn's is."""
-    return entry["state"] in wanted or ("done" in wanted and entry.get("end") == "finished")
+    return entry["state"] in wanted or state_or_done(entry) in wanted
 
 
 def check_timeout(timeout: float | None) -> None:

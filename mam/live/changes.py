@@ -14,6 +14,8 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from mam.agents.remains import state_or_done
+
 # Deferred imports (inside functions), for start-up: the rendering helper loads only when a change is put into words.
 
 DEFAULT_ON = ("blocked", "done")
@@ -58,9 +60,7 @@ class Changes:
             state = session.get("state")
             if state is None:  # --no-state: nothing to compare
                 continue
-            if session.get("end") == "finished" and state == "unknown":
-                # Its program exited 0: its work is over, as a turn's is, and `mam wait --until done` is met by
-                # it (mam.commands.interact); its screen, gone, reads unknown. A watch of `done` tells it.
+            if state_or_done(session) != state:  # its program exited 0: done, as `mam wait --until done` takes it
                 state = "done"
                 session = {**session, "state": state}
             before = self.known.get(key)
