@@ -9,17 +9,20 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 from mam.util.errors import MamError
 
 
-def read_regular(path: Path, shown: Path, limit: int, kind: str, hint: str | None = None) -> bytes | None:
-    """The bytes of `path` (a link to a regular file is followed), or None when there is none. Raise a MamError
-    of `kind` naming `shown` for anything else, or for a file over `limit` bytes."""
+def read_regular(path: Path, shown: Path | str, limit: int, kind: str, hint: str | None = None, *,
+                 follow: bool = True, check: Callable[[os.stat_result], None] | None = None) -> bytes | None:
+    """The bytes of `path` (a link to a regular file is followed, unless `follow` is false: then refused), or None
+    when there is none. Raise a MamError of `kind` naming `shown` for anything else, or for a file over `limit`
+    bytes; `check` may refuse the file by its stat (its owner, its mode) before a byte is read."""
     try:
         # O_NONBLOCK: opening a FIFO must not wait for a writer; fstat then refuses it.
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW))
     except FileNotFoundError:
         return None
     except OSError as exc:
@@ -28,6 +31,8 @@ def read_regular(path: Path, shown: Path, limit: int, kind: str, hint: str | Non
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise MamError(kind, f"{shown}: not a regular file", hint=hint)
+        if check is not None:
+            check(info)
         if info.st_size > limit:
             raise MamError(kind, f"{shown}: too large ({info.st_size} bytes; at most {limit} are read)", hint=hint)
         with os.fdopen(fd, "rb", closefd=False) as handle:
@@ -41,9 +46,10 @@ def read_regular(path: Path, shown: Path, limit: int, kind: str, hint: str | Non
     return data
 
 
-def read_text(path: Path, shown: Path, limit: int, kind: str, hint: str | None = None) -> str | None:
+def read_text(path: Path, shown: Path | str, limit: int, kind: str, hint: str | None = None, *,
+              follow: bool = True, check: Callable[[os.stat_result], None] | None = None) -> str | None:
     """`read_regular`, decoded as UTF-8; a file that is not is refused naming its line and the byte."""
-    data = read_regular(path, shown, limit, kind, hint)
+    data = read_regular(path, shown, limit, kind, hint, follow=follow, check=check)
     if data is None:
         return None
     try:

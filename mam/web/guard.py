@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mam.util.errors import MamError
+from mam.util.safefile import read_text
 
 DEFAULT_PORT = 8765
 MAX_BODY = 64 * 1024  # bytes of a request's body: an action's JSON is a few hundred
@@ -105,6 +106,9 @@ def default_token_file(env: dict[str, str] | os._Environ[str]) -> Path:
     return Path(base) / "mam" / "serve-token"
 
 
+TOKEN_FILE_BYTES = 8192  # a token of at most 4096 characters, its newline and room to say so
+
+
 def load_token(path: Path, workspace: Path | None) -> tuple[str, bool]:
     """The token in `path`, made there (0600, 32 random bytes) when the file does not exist; True when made. A file
     inside the workspace, or one others may read, is refused: a token beside a clone is a token in its history."""
@@ -126,25 +130,19 @@ def load_token(path: Path, workspace: Path | None) -> tuple[str, bool]:
         with os.fdopen(fd, "w", encoding="ascii") as out:
             out.write(secrets.token_urlsafe(32) + "\n")
         made = True
-    try:
-        # O_NONBLOCK: a FIFO named here would hold the open until some writer came; it is refused below instead.
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        with os.fdopen(fd, encoding="utf-8") as handle:
-            info = os.fstat(handle.fileno())
-            if not stat.S_ISREG(info.st_mode):
-                raise MamError("usage", f"--token-file {path}: not a regular file",
-                               hint="name a file that does not exist yet: mam makes it, e.g. "
-                                    "~/.config/mam/serve-token")
-            text = handle.read(4097)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise MamError("usage", f"--token-file {path}: cannot read it: {getattr(exc, 'strerror', None) or exc}") \
-            from None
-    if info.st_uid != os.getuid() or info.st_mode & 0o077:
-        whose = "not yours" if info.st_uid != os.getuid() else "others may read it"
-        # Never "chmod 600" alone: the file may be anything (`/etc/passwd` as root was told to chmod it).
-        raise MamError("usage", f"--token-file {path}: {whose} (mode {stat.S_IMODE(info.st_mode):o})",
-                       hint=f"if it holds only your token, `chmod 600 {path}`; else name a file that does not "
-                            "exist yet, which mam makes (e.g. ~/.config/mam/serve-token)")
+    def owner_only(info: os.stat_result) -> None:
+        if info.st_uid != os.getuid() or info.st_mode & 0o077:
+            whose = "not yours" if info.st_uid != os.getuid() else "others may read it"
+            # Never "chmod 600" alone: the file may be anything (`/etc/passwd` as root was told to chmod it).
+            raise MamError("usage", f"--token-file {path}: {whose} (mode {stat.S_IMODE(info.st_mode):o})",
+                           hint=f"if it holds only your token, `chmod 600 {path}`; else name a file that does not "
+                                "exist yet, which mam makes (e.g. ~/.config/mam/serve-token)")
+
+    # A regular file only, never through a link, checked before a byte is read (a FIFO is refused at once).
+    text = read_text(path, f"--token-file {path}", TOKEN_FILE_BYTES, "usage", follow=False, check=owner_only,
+                     hint="name a file that does not exist yet: mam makes it, e.g. ~/.config/mam/serve-token")
+    if text is None:
+        raise MamError("usage", f"--token-file {path}: it went away while mam read it")
     token = text.strip()
     if len(token) < 16 or len(token) > 4096 or any(c.isspace() or not c.isprintable() for c in token):
         raise MamError("usage", f"--token-file {path}: expected one token of 16 to 4096 printable characters")
