@@ -590,8 +590,9 @@ class TmuxBackend:
             pane_id, dead, status, signal, _, when = pane
             if not dead:
                 continue
-            if not status and not signal:  # dead before tmux reaped it: its status comes a moment later
-                status, signal = self._dead_status(server, pane_id, ctx)
+            if not status and not signal:  # dead before tmux reaped it: its status (and time) come a moment later
+                status, signal, reaped_at = self._dead_facts(server, pane_id, ctx)
+                when = when or reaped_at
             screen = self._run(server, ["capture-pane", "-p", "-J", "-S", REMAINS_HISTORY, "-t", pane_id],
                                timeout=ctx.timeout, env=ctx.env)
             shown = [line for line in screen.stdout.splitlines() if line.strip()] if screen.returncode == 0 else []
@@ -607,22 +608,28 @@ class TmuxBackend:
         return remains
 
     def _dead_status(self, server: str, pane_id: str, ctx: CallContext) -> tuple[str, str]:
-        """The exit status and signal of the dead pane `pane_id`, once tmux has reaped its program (at most a
-        second); empty when it has not by then. tmux 3.3a may leave the program a zombie, the pane dead without
-        a status, until a child of its own ends: `run-shell true` makes one, and the server reaps them all before
-        the display-message after it runs (measured: 12 of 20 reads missed the status without it, none with)."""
-        def reaped() -> tuple[str, str] | None:
+        """The exit status and signal of the dead pane `pane_id` (_dead_facts)."""
+        status, signal, _ = self._dead_facts(server, pane_id, ctx)
+        return status, signal
+
+    def _dead_facts(self, server: str, pane_id: str, ctx: CallContext) -> tuple[str, str, str]:
+        """The exit status, signal and time of death of the dead pane `pane_id`, once tmux has reaped its program
+        (at most a second); empty when it has not by then (the time too: tmux sets it as it reaps). tmux 3.3a may
+        leave the program a zombie, the pane dead without a status, until a child of its own ends: `run-shell
+        true` makes one, and the server reaps them all before the display-message after it runs (measured: 12 of
+        20 reads missed the status without it, none with)."""
+        def reaped() -> tuple[str, str, str] | None:
             shown = self._run(server, ["run-shell", "true", ";", "display-message", "-p", "-t", pane_id,
-                                       f"#{{pane_dead_status}}{SEP}#{{pane_dead_signal}}"],
+                                       f"#{{pane_dead_status}}{SEP}#{{pane_dead_signal}}{SEP}#{{pane_dead_time}}"],
                               timeout=ctx.timeout, env=ctx.env)
             if shown.returncode != 0:
-                return ("", "")  # the pane is gone: nothing more to learn
+                return ("", "", "")  # the pane is gone: nothing more to learn
             # rstrip("\n") only: str.strip() takes the separator (\x1f) for white space, and a signal's record
             # ("" SEP "9") became the status 9: a killed agent read as one that failed.
-            status, _, signal = shown.stdout.rstrip("\n").partition(SEP)
-            return (status, signal) if status or signal else None
+            status, signal, when = (shown.stdout.rstrip("\n").split(SEP) + ["", "", ""])[:3]
+            return (status, signal, when if when.isdigit() else "") if status or signal else None
 
-        return poll_until(reaped, wait=1.0, interval=POLL_INTERVAL) or ("", "")
+        return poll_until(reaped, wait=1.0, interval=POLL_INTERVAL) or ("", "", "")
 
     def _server_only_variables(self, server: str, ctx: CallContext) -> list[str] | Failure:
         """The names in the server's global environment that a client started now would not have. Those are
